@@ -1,0 +1,1 @@
+"""Check kinds: one module per kind, listed explicitly in registry.py."""

@@ -1,0 +1,139 @@
+"""The contract every check kind fulfils.
+
+A kind has a pydantic params model, a catalogue of the metrics it can produce (with units
+and which direction is better), `plan()` for --dry-run and `run()` which uses the context to
+run tools and returns metrics plus validity problems. A check never renders and never judges:
+the runner compares its metrics with expectations afterwards.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.errors import ToolError, ToolTimeout
+from harness.model import Metric, ToolRun
+from harness.platform import proc
+
+
+class Params(BaseModel):
+    """Base of every kind's params: unknown keys are errors, values are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """What a metric name means: its unit and which way is better."""
+
+    unit: str
+    better: str  # "higher" | "lower" | "none"
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class PlannedCommand:
+    """A command line a check will run, for --dry-run."""
+
+    argv: tuple[str, ...]
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class CheckOutput:
+    """What a check's run() returns. Non-empty `problems` means the tool run was not valid."""
+
+    metrics: tuple[Metric, ...] = ()
+    problems: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+    summary: str = ""
+
+
+@dataclass
+class CheckContext:
+    """Everything a running check may use. Tools run only through `run_tool`."""
+
+    check_id: str
+    run_dir: Path
+    timeout_s: float | None
+    destructive: bool  # the suite's half of the raw-device opt-in
+    allow_destructive: bool  # the command line's half
+    inventory: Mapping[str, Any]
+    log: logging.Logger
+    tool_runs: list[ToolRun] = field(default_factory=list)
+    progress: Callable[[str], None] = lambda _msg: None
+
+    @property
+    def raw_dir(self) -> Path:
+        return self.run_dir / "raw" / self.check_id
+
+    def scratch_dir(self) -> Path:
+        path = self.run_dir / "scratch" / self.check_id
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def run_tool(self, argv: Sequence[str], *, name: str | None = None,
+                 timeout_s: float | None = None, env: Mapping[str, str] | None = None,
+                 check_rc: bool = True) -> proc.ProcResult:
+        """Run a tool, keep its raw output under raw/<check>/, record it, raise on failure.
+
+        A timeout raises ToolTimeout; a non-zero exit raises ToolError when check_rc is set.
+        """
+        n = len(self.tool_runs) + 1
+        stem = _safe(name or Path(str(argv[0])).name)
+        out = self.raw_dir / f"{n:02d}-{stem}.stdout"
+        err = self.raw_dir / f"{n:02d}-{stem}.stderr"
+        timeout = timeout_s if timeout_s is not None else self.timeout_s
+        self.log.info("run: %s", " ".join(str(a) for a in argv))
+        res = proc.run(argv, out, err, timeout, env=env)
+        rel = self.run_dir
+        self.tool_runs.append(ToolRun(res.argv, res.rc, res.duration_s, str(out.relative_to(rel)),
+                                      str(err.relative_to(rel)), res.timed_out))
+        cmd = " ".join(res.argv)
+        if res.timed_out:
+            raise ToolTimeout(f"{cmd}: timed out after {timeout:g} s; process group killed",
+                              argv=res.argv, rc=res.rc, output_tail=res.tail())
+        if check_rc and res.rc != 0:
+            how = f"killed by signal {-res.rc}" if res.rc is not None and res.rc < 0 else f"exit {res.rc}"
+            tail = res.tail(600)
+            raise ToolError(f"{cmd}: {how}" + (f": {_last_line(tail)}" if tail else ""),
+                            argv=res.argv, rc=res.rc, output_tail=tail)
+        return res
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:60] or "tool"
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+@dataclass(frozen=True)
+class CheckKind:
+    """A check kind, as listed in the registry."""
+
+    name: str
+    description: str
+    params: type[Params]
+    metrics: Mapping[str, MetricSpec]
+    run: Callable[[Any, CheckContext], CheckOutput]
+    plan: Callable[[Any, Mapping[str, Any]], Sequence[PlannedCommand]]
+    needs: frozenset[str] = frozenset()
+    # For kinds whose metric names come from params (e.g. `command`): name -> unit.
+    declared_metrics: Callable[[Any], Mapping[str, MetricSpec]] | None = None
+
+    def metric_specs(self, params: Any) -> Mapping[str, MetricSpec]:
+        if self.declared_metrics is not None:
+            return {**self.metrics, **self.declared_metrics(params)}
+        return self.metrics
+
+    def __repr__(self) -> str:
+        return f"CheckKind({self.name!r})"

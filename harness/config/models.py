@@ -1,0 +1,153 @@
+"""Pydantic models of suites and profiles. Unknown keys are errors everywhere."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated, Any, Literal, Optional, Union
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from harness.units import UNITS
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
+_SCALE = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def _duration(v: Any) -> Any:
+    """Accept 90, 90.5, '90s', '10m', '1h' and return seconds."""
+    if isinstance(v, bool):
+        raise ValueError("expected a duration such as 90, '90s', '10m' or '1h'")
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        m = _DURATION.match(v)
+        if m:
+            return float(m.group(1)) * _SCALE[m.group(2)]
+    raise ValueError(f"expected a duration such as 90, '90s', '10m' or '1h', got {v!r}")
+
+
+Seconds = Annotated[float, BeforeValidator(_duration), Field(gt=0, le=7 * 24 * 3600)]
+Identifier = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
+LabelValue = Union[str, int]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Expectation(Strict):
+    """One rule: a metric (with a label selector) against a reference band or absolute bounds."""
+
+    metric: str = Field(min_length=1, description="metric name, e.g. fio.bw")
+    labels: dict[str, LabelValue] = Field(default_factory=dict, description="label selector")
+    check: Optional[str] = Field(None, description="only metrics of this check id")
+    reference: Optional[float] = Field(None, description="expected value")
+    lower: Optional[float] = Field(
+        None, ge=0, description="allowed shortfall below reference, as a fraction (0.1 = 10%); "
+        "absolute when reference is 0")
+    upper: Optional[float] = Field(
+        None, ge=0, description="allowed excess above reference, as a fraction; absolute when "
+        "reference is 0")
+    min: Optional[float] = Field(None, description="absolute lower bound")
+    max: Optional[float] = Field(None, description="absolute upper bound")
+    unit: str = Field(description="unit of reference/min/max; must equal the metric's unit")
+    reduce: Literal["each", "min", "max", "mean", "sum"] = "each"
+    severity: Literal["fail", "warn"] = "fail"
+    xfail: Optional[str] = Field(None, description="known issue: reason")
+    note: Optional[str] = Field(None, description="where the number comes from")
+
+    @field_validator("reference", "lower", "upper", "min", "max")
+    @classmethod
+    def _finite(cls, v: Optional[float]) -> Optional[float]:
+        if v is not None and not math.isfinite(v):
+            raise ValueError("must be a finite number")
+        return v
+
+    @field_validator("unit")
+    @classmethod
+    def _known_unit(cls, v: str) -> str:
+        if v not in UNITS:
+            raise ValueError(f"unknown unit {v!r}; use one of {', '.join(sorted(UNITS))}")
+        return v
+
+    @model_validator(mode="after")
+    def _has_bounds(self) -> Expectation:
+        if self.reference is None and self.min is None and self.max is None:
+            raise ValueError("give a reference (with lower/upper) or min/max")
+        if self.reference is not None and self.lower is None and self.upper is None \
+                and self.min is None and self.max is None:
+            raise ValueError("reference without tolerance: give lower and/or upper, or min/max")
+        if (self.lower is not None or self.upper is not None) and self.reference is None:
+            raise ValueError("lower/upper are relative to a reference: give reference too")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min ({self.min}) is above max ({self.max})")
+        return self
+
+
+class Defaults(Strict):
+    timeout: Seconds = 1800.0
+    repeat: int = Field(1, ge=1, le=1000)
+    tags: list[str] = Field(default_factory=list)
+
+
+class CheckSpec(Strict):
+    """One check in a suite. `params` is validated against the kind's own model by the loader."""
+
+    id: Identifier
+    kind: str
+    description: Optional[str] = None
+    params: dict[str, Any] = Field(default_factory=dict)
+    timeout: Optional[Seconds] = None
+    repeat: Optional[int] = Field(None, ge=1, le=1000)
+    tags: list[str] = Field(default_factory=list)
+    needs: list[Literal["gpu", "root", "nvml", "network", "bmc"]] = Field(default_factory=list)
+    destructive: bool = Field(False, description="suite half of the raw-device write opt-in")
+    expect: list[Expectation] = Field(default_factory=list, description="suite-level expectations")
+
+
+class Suite(Strict):
+    name: Identifier
+    description: str = ""
+    defaults: Defaults = Field(default_factory=Defaults)  # type: ignore[arg-type]
+    checks: list[CheckSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> Suite:
+        seen: set[str] = set()
+        for c in self.checks:
+            if c.id in seen:
+                raise ValueError(f"duplicate check id {c.id!r}")
+            seen.add(c.id)
+        return self
+
+
+class GpuHardware(Strict):
+    models: list[str] = Field(default_factory=list, description="NVML names that match, e.g. "
+                              "'NVIDIA H100 80GB HBM3'")
+    count: int = Field(0, ge=0, le=64)
+
+
+class PsuHardware(Strict):
+    count: int = Field(ge=1, le=32)
+    rating_w: float = Field(gt=0)
+    redundancy: str = Field("N+1", pattern=r"^(N\+N|N\+\d+|\d+\+\d+|none)$")
+    max_system_power_w: Optional[float] = Field(None, gt=0)
+
+
+class Hardware(Strict):
+    gpu: GpuHardware = Field(default_factory=GpuHardware)  # type: ignore[arg-type]
+    cpu_model: Optional[str] = None
+    memory_min_bytes: Optional[int] = Field(None, ge=0)
+    nvme_count: Optional[int] = Field(None, ge=0)
+    gpu_tdp_w: Optional[float] = Field(None, gt=0)
+    psu: Optional[PsuHardware] = None
+
+
+class Profile(Strict):
+    name: Identifier
+    description: str = ""
+    extends: Optional[str] = Field(None, description="profile name or path this one overrides")
+    sources: list[str] = Field(default_factory=list, description="where the numbers come from")
+    hardware: Hardware = Field(default_factory=Hardware)  # type: ignore[arg-type]
+    expectations: list[Expectation] = Field(default_factory=list)

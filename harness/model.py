@@ -1,0 +1,226 @@
+"""The typed result model: metrics, evaluations, check results and the run record.
+
+Frozen dataclasses, serialised to plain JSON by to_dict/from_dict. No structure is
+hidden in metric names: every metric has a unit and labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Union
+
+FORMAT_VERSION = 1
+
+LabelValue = Union[str, int]
+
+
+class Status(str, Enum):
+    """Outcome of a whole check."""
+
+    PASSED = "passed"
+    WARNED = "warned"
+    FAILED = "failed"  # hardware measured badly
+    ERRORED = "errored"  # tool or environment failed: never a hardware verdict
+    SKIPPED = "skipped"
+    NOT_RUN = "not_run"
+
+
+class Outcome(str, Enum):
+    """Outcome of one expectation against measured metrics."""
+
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    XFAIL = "xfail"  # failed, but a known issue
+    XPASS = "xpass"  # marked known issue, yet passed
+    ERROR = "error"  # metric missing or unusable
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One measured number with its unit and labels."""
+
+    name: str
+    value: float
+    unit: str
+    labels: Mapping[str, LabelValue] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", dict(sorted(self.labels.items())))
+
+    def matches(self, selector: Mapping[str, LabelValue]) -> bool:
+        """True when every selector label is present with an equal value (compared as text)."""
+        return all(k in self.labels and str(self.labels[k]) == str(v) for k, v in selector.items())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "value": self.value, "unit": self.unit, "labels": dict(self.labels)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Metric:
+        return cls(d["name"], float(d["value"]), d["unit"], dict(d.get("labels", {})))
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One expectation judged against the metric(s) it selected."""
+
+    metric: str
+    labels: Mapping[str, LabelValue]
+    outcome: Outcome
+    severity: str
+    measured: float | None
+    unit: str
+    reference: float | None
+    low: float | None
+    high: float | None
+    reduce: str
+    message: str
+    xfail: str | None = None
+    source: str = ""  # where the expectation came from: profile name or suite
+
+    @property
+    def delta_pct(self) -> float | None:
+        if self.measured is None or not self.reference:
+            return None
+        return 100.0 * (self.measured - self.reference) / abs(self.reference)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric, "labels": dict(self.labels), "outcome": self.outcome.value,
+            "severity": self.severity, "measured": self.measured, "unit": self.unit,
+            "reference": self.reference, "low": self.low, "high": self.high,
+            "delta_pct": self.delta_pct, "reduce": self.reduce, "message": self.message,
+            "xfail": self.xfail, "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Evaluation:
+        return cls(
+            metric=d["metric"], labels=dict(d.get("labels", {})), outcome=Outcome(d["outcome"]),
+            severity=d["severity"], measured=d.get("measured"), unit=d["unit"],
+            reference=d.get("reference"), low=d.get("low"), high=d.get("high"),
+            reduce=d.get("reduce", "each"), message=d.get("message", ""), xfail=d.get("xfail"),
+            source=d.get("source", ""),
+        )
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    """One subprocess the check ran; output lives in files under the run directory."""
+
+    argv: tuple[str, ...]
+    rc: int | None
+    duration_s: float
+    stdout_file: str  # relative to the run directory
+    stderr_file: str
+    timed_out: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"argv": list(self.argv), "rc": self.rc, "duration_s": round(self.duration_s, 3),
+                "stdout_file": self.stdout_file, "stderr_file": self.stderr_file,
+                "timed_out": self.timed_out}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ToolRun:
+        return cls(tuple(d["argv"]), d.get("rc"), float(d.get("duration_s", 0.0)),
+                   d["stdout_file"], d["stderr_file"], bool(d.get("timed_out", False)))
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Everything one check produced: status, metrics, evaluations, tool runs."""
+
+    id: str
+    kind: str
+    status: Status
+    message: str = ""  # error / skip / not-run reason, or a one-line summary
+    started: str = ""  # ISO 8601 UTC
+    duration_s: float = 0.0
+    metrics: tuple[Metric, ...] = ()
+    evaluations: tuple[Evaluation, ...] = ()
+    problems: tuple[str, ...] = ()  # why the tool run was not valid
+    tool_runs: tuple[ToolRun, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "kind": self.kind, "status": self.status.value, "message": self.message,
+            "started": self.started, "duration_s": round(self.duration_s, 3),
+            "metrics": [m.to_dict() for m in self.metrics],
+            "evaluations": [e.to_dict() for e in self.evaluations],
+            "problems": list(self.problems), "tool_runs": [t.to_dict() for t in self.tool_runs],
+            "details": dict(self.details),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CheckResult:
+        return cls(
+            id=d["id"], kind=d["kind"], status=Status(d["status"]), message=d.get("message", ""),
+            started=d.get("started", ""), duration_s=float(d.get("duration_s", 0.0)),
+            metrics=tuple(Metric.from_dict(m) for m in d.get("metrics", [])),
+            evaluations=tuple(Evaluation.from_dict(e) for e in d.get("evaluations", [])),
+            problems=tuple(d.get("problems", [])),
+            tool_runs=tuple(ToolRun.from_dict(t) for t in d.get("tool_runs", [])),
+            details=dict(d.get("details", {})),
+        )
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A whole run: identity, suite, profile, checks and the verdict."""
+
+    run_id: str
+    host: str
+    suite: Mapping[str, Any]  # name, path, description
+    profile: Mapping[str, Any]  # name, path, reason it was chosen
+    started: str
+    finished: str
+    duration_s: float
+    inventory: Mapping[str, Any]
+    checks: tuple[CheckResult, ...]
+    harness_version: str
+    argv: tuple[str, ...] = ()
+    interrupted: bool = False
+    format_version: int = FORMAT_VERSION
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out = {s.value: 0 for s in Status}
+        for c in self.checks:
+            out[c.status.value] += 1
+        return out
+
+    @property
+    def verdict(self) -> str:
+        """ACCEPTED when nothing failed, errored or was left unrun; else REJECTED (or INCOMPLETE)."""
+        c = self.counts
+        if c["failed"] or c["errored"]:
+            return "REJECTED"
+        if self.interrupted or c["not_run"]:
+            return "INCOMPLETE"
+        return "ACCEPTED"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format_version": self.format_version, "run_id": self.run_id, "host": self.host,
+            "verdict": self.verdict, "counts": self.counts, "suite": dict(self.suite),
+            "profile": dict(self.profile), "started": self.started, "finished": self.finished,
+            "duration_s": round(self.duration_s, 3), "interrupted": self.interrupted,
+            "harness_version": self.harness_version, "argv": list(self.argv),
+            "inventory": dict(self.inventory), "checks": [c.to_dict() for c in self.checks],
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RunRecord:
+        return cls(
+            run_id=d["run_id"], host=d["host"], suite=dict(d.get("suite", {})),
+            profile=dict(d.get("profile", {})), started=d.get("started", ""),
+            finished=d.get("finished", ""), duration_s=float(d.get("duration_s", 0.0)),
+            inventory=dict(d.get("inventory", {})),
+            checks=tuple(CheckResult.from_dict(c) for c in d.get("checks", [])),
+            harness_version=d.get("harness_version", ""), argv=tuple(d.get("argv", [])),
+            interrupted=bool(d.get("interrupted", False)),
+            format_version=int(d.get("format_version", FORMAT_VERSION)),
+        )

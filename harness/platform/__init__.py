@@ -1,0 +1,1 @@
+"""Edges to the machine: subprocesses, block devices, sysfs, NVML. Nothing else touches them."""

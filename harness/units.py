@@ -1,0 +1,70 @@
+"""The closed vocabulary of units and the conversions into them.
+
+Bandwidth GB/s (10^9 B/s), latency us, power W, temperature C, compute TFLOPS, sizes bytes.
+"""
+
+from __future__ import annotations
+
+GBPS = "GB/s"
+US = "us"
+WATT = "W"
+CELSIUS = "C"
+TFLOPS = "TFLOPS"
+BYTES = "B"
+IOPS = "IOPS"
+MHZ = "MHz"
+PERCENT = "%"
+JOULE = "J"
+SECONDS = "s"
+COUNT = "count"
+RATIO = "ratio"
+GBITPS = "Gb/s"  # only for display of link rates; metrics use GB/s
+
+UNITS: frozenset[str] = frozenset(
+    {GBPS, US, WATT, CELSIUS, TFLOPS, BYTES, IOPS, MHZ, PERCENT, JOULE, SECONDS, COUNT, RATIO}
+)
+
+_TO_GBPS = {
+    "B/s": 1e-9, "KB/s": 1e-6, "MB/s": 1e-3, "GB/s": 1.0, "TB/s": 1e3,
+    "KiB/s": 1024 / 1e9, "MiB/s": 1024**2 / 1e9, "GiB/s": 1024**3 / 1e9,
+    "bit/s": 1.25e-10, "Kb/s": 1.25e-7, "Mb/s": 1.25e-4, "Gb/s": 0.125, "Tb/s": 125.0,
+}
+_TO_US = {"ns": 1e-3, "us": 1.0, "usec": 1.0, "ms": 1e3, "s": 1e6}
+_TO_BYTES = {
+    "B": 1, "K": 1024, "KB": 1000, "KiB": 1024, "M": 1024**2, "MB": 1000**2, "MiB": 1024**2,
+    "G": 1024**3, "GB": 1000**3, "GiB": 1024**3, "T": 1024**4, "TB": 1000**4, "TiB": 1024**4,
+}
+
+
+def to_gbps(value: float, unit: str) -> float:
+    """Convert a bandwidth in `unit` to GB/s (10^9 bytes per second)."""
+    try:
+        return value * _TO_GBPS[unit]
+    except KeyError:
+        raise ValueError(f"unknown bandwidth unit {unit!r}") from None
+
+
+def to_us(value: float, unit: str) -> float:
+    """Convert a duration in `unit` to microseconds."""
+    try:
+        return value * _TO_US[unit]
+    except KeyError:
+        raise ValueError(f"unknown time unit {unit!r}") from None
+
+
+def parse_size(text: str | int) -> int:
+    """Parse '4k', '1M', '512', '8GiB' into bytes (k/M/G without B are binary, as fio does)."""
+    if isinstance(text, int):
+        return text
+    s = text.strip()
+    num = s.rstrip("BbiKkMmGgTt")
+    suffix = s[len(num):]
+    if not num:
+        raise ValueError(f"not a size: {text!r}")
+    norm = suffix[:1].upper() + suffix[1:] if suffix else "B"
+    if norm in ("Kb", "Mb", "Gb", "Tb"):  # '4kb' means bytes to operators, not bits
+        norm = norm[0]
+    try:
+        return int(float(num) * _TO_BYTES[norm])
+    except KeyError:
+        raise ValueError(f"unknown size suffix in {text!r}") from None
