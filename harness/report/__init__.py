@@ -1,0 +1,24 @@
+"""Report renderers: the self-contained HTML acceptance report and JUnit XML.
+
+Importing this package is cheap; Jinja2 loads only when an HTML report is rendered.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.fsutil import atomic_write_text
+from harness.model import RunRecord
+
+HTML_NAME = "report.html"
+JUNIT_NAME = "junit.xml"
+
+
+def write_reports(record: RunRecord, run_dir: Path) -> None:
+    """Write report.html and junit.xml into `run_dir`, each atomically."""
+    from harness.report.html import render_html
+    from harness.report.junit import render_junit
+
+    html, junit = render_html(record, run_dir), render_junit(record)
+    atomic_write_text(run_dir / HTML_NAME, html)
+    atomic_write_text(run_dir / JUNIT_NAME, junit)

@@ -1,0 +1,368 @@
+"""The self-contained HTML acceptance report: one file, inline CSS, no script, no network.
+
+Python builds plain view rows (formatted text); the Jinja2 templates only lay them out, with
+autoescape on for every template, so nothing from the machine or a tool can become markup.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.model import CheckResult, Evaluation, Metric, RunRecord, ToolRun
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
+
+TAIL_BYTES = 64 * 1024
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+# ---------------------------------------------------------------- number formatting
+
+def fmt_num(v: float | None, digits: int = 3) -> str:
+    """About `digits` significant digits; whole numbers and values >= 1000 with thousands separators."""
+    if v is None:
+        return "—"
+    v = float(v)
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "∞" if v > 0 else "-∞"
+    a = abs(v)
+    if v.is_integer() and a < 1e15:
+        return f"{int(v):,}"
+    if a >= 1000:
+        return f"{v:,.{max(0, digits - len(str(int(a))))}f}"
+    if a < 1e-3:
+        return f"{v:.{digits - 1}e}"
+    s = f"{v:.{digits}g}"
+    return f"{v:,.0f}" if "e" in s else s
+
+
+def fmt_bytes(n: float | None, si: bool = False, digits: int = 3) -> str:
+    """Bytes as B/KiB/MiB/... (or kB/MB/GB/... with `si`, as drives are sold)."""
+    if n is None:
+        return "—"
+    step, names = (1000.0, ("B", "kB", "MB", "GB", "TB", "PB")) if si else \
+        (1024.0, ("B", "KiB", "MiB", "GiB", "TiB", "PiB"))
+    v, i = float(n), 0
+    while abs(v) >= step and i < len(names) - 1:
+        v, i = v / step, i + 1
+    return f"{fmt_num(v, digits)} {names[i]}"
+
+
+def fmt_value(v: float | None, unit: str, digits: int = 3) -> str:
+    """A number with its unit; bytes scaled, counts and ratios bare."""
+    if v is None:
+        return "—"
+    if unit == "B":
+        return fmt_bytes(v, digits=digits)
+    if unit in ("count", "ratio", ""):
+        return fmt_num(v, digits)
+    return f"{fmt_num(v, digits)} {unit}"
+
+
+def fmt_band(low: float | None, high: float | None, unit: str, digits: int = 3, ascii_: bool = False) -> str:
+    """The allowed band: '[low, high]', '≥ low', '≤ high', or 'any' when both sides are open."""
+    ge, le = (">=", "<=") if ascii_ else ("≥", "≤")
+    if low is not None and high is not None:
+        if unit == "B":
+            return f"[{fmt_bytes(low, digits=digits)}, {fmt_bytes(high, digits=digits)}]"
+        tail = "" if unit in ("count", "ratio", "") else f" {unit}"
+        return f"[{fmt_num(low, digits)}, {fmt_num(high, digits)}]{tail}"
+    if low is not None:
+        return f"{ge} {fmt_value(low, unit, digits)}"
+    if high is not None:
+        return f"{le} {fmt_value(high, unit, digits)}"
+    return "any"
+
+
+def fmt_delta(pct: float | None) -> str:
+    """Signed percent difference from the reference."""
+    return "—" if pct is None or not math.isfinite(pct) else f"{pct:+.1f} %"
+
+
+def fmt_duration(s: float | None) -> str:
+    """Seconds as '12.3 s', '4 min 05 s' or '2 h 03 min'."""
+    if s is None:
+        return "—"
+    if s < 60:
+        return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
+    m, sec = divmod(round(s), 60)
+    if m < 60:
+        return f"{m} min {sec:02d} s"
+    h, m = divmod(m, 60)
+    return f"{h} h {m:02d} min"
+
+
+def fmt_time(iso: str) -> str:
+    """An ISO 8601 timestamp as 'YYYY-MM-DD HH:MM:SS UTC'; unparsable text is returned as is."""
+    if not iso:
+        return "—"
+    try:
+        t = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return iso
+    if t.tzinfo is not None:
+        t = t.astimezone(timezone.utc)
+    return t.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def digits_for(measured: float | None, others: Iterable[float | None]) -> int:
+    """Fewest digits (3..6) at which `measured` does not print the same as a different bound."""
+    if measured is None or not math.isfinite(measured):
+        return 3
+    rivals = [o for o in others if o is not None and o != measured]
+    for d in range(3, 7):
+        if all(fmt_num(measured, d) != fmt_num(o, d) for o in rivals):
+            return d
+    return 6
+
+
+def fmt_labels(labels: Mapping[str, Any]) -> str:
+    """Labels as '{k=v,k=v}', or '' when there are none."""
+    return "{" + ",".join(f"{k}={v}" for k, v in labels.items()) + "}" if labels else ""
+
+
+def clean_text(text: str) -> str:
+    """Tool text fit to show: ANSI colour codes dropped, control characters made visible as U+FFFD."""
+    text = _ANSI.sub("", text.replace("\r\n", "\n"))
+    return _CONTROL.sub("\ufffd", text)
+
+
+# ---------------------------------------------------------------- view rows
+
+@dataclass(frozen=True)
+class Output:
+    """The tail of one raw output file, or why it cannot be shown."""
+
+    label: str
+    path: str
+    text: str = ""
+    omitted: int = 0
+    size: int = 0
+    problem: str = ""
+
+
+@dataclass(frozen=True)
+class RunView:
+    """One tool run with its shell-quoted command line and output tails."""
+
+    run: ToolRun
+    command: str
+    outputs: tuple[Output, ...]
+
+
+@dataclass(frozen=True)
+class EvalRow:
+    """One evaluation with its numbers formatted to a shared precision."""
+
+    ev: Evaluation
+    measured: str
+    reference: str
+    band: str
+    delta: str
+    matched: int
+
+
+@dataclass(frozen=True)
+class CheckView:
+    """A check as the template shows it: expectation rows, uncovered metrics, tool runs."""
+
+    anchor: str
+    result: CheckResult
+    rows: tuple[EvalRow, ...]
+    extra: tuple[Metric, ...]
+    runs: tuple[RunView, ...]
+    details: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+
+def read_tail(path: Path, limit: int = TAIL_BYTES) -> tuple[str, int, int]:
+    """The last `limit` bytes of a file as text, the bytes omitted before them, and the size."""
+    with path.open("rb") as f:
+        size = f.seek(0, 2)
+        start = max(0, size - limit)
+        f.seek(start)
+        data = f.read(limit)
+    if start:  # do not begin mid-character or mid-line when a newline is near
+        cut = data.find(b"\n", 0, 512)
+        if cut >= 0:
+            start, data = start + cut + 1, data[cut + 1:]
+    return clean_text(data.decode("utf-8", errors="replace")), start, size
+
+
+def _output(label: str, rel: str, run_dir: Path | None) -> Output:
+    if not rel:
+        return Output(label, rel, problem="no file recorded")
+    if run_dir is None:
+        return Output(label, rel, problem="not available: no run directory given")
+    root = run_dir.resolve()
+    path = (root / rel).resolve()
+    if not path.is_relative_to(root):
+        return Output(label, rel, problem="not shown: path lies outside the run directory")
+    try:
+        text, omitted, size = read_tail(path)
+    except FileNotFoundError:
+        return Output(label, rel, problem="file missing")
+    except OSError as e:
+        return Output(label, rel, problem=f"unreadable: {e.strerror or e}")
+    return Output(label, rel, text, omitted, size)
+
+
+def _covered(m: Metric, evs: Sequence[Evaluation]) -> int:
+    return sum(1 for e in evs if e.metric == m.name and m.matches(e.labels))
+
+
+def _row(ev: Evaluation, metrics: Sequence[Metric]) -> EvalRow:
+    d = digits_for(ev.measured, (ev.reference, ev.low, ev.high))
+    matched = sum(1 for m in metrics if m.name == ev.metric and m.matches(ev.labels))
+    return EvalRow(ev, fmt_value(ev.measured, ev.unit, d), fmt_value(ev.reference, ev.unit, d),
+                   fmt_band(ev.low, ev.high, ev.unit, d), fmt_delta(ev.delta_pct), matched)
+
+
+def _check_view(i: int, c: CheckResult, run_dir: Path | None) -> CheckView:
+    runs = tuple(
+        RunView(t, shlex.join(t.argv), (_output("stdout", t.stdout_file, run_dir),
+                                      _output("stderr", t.stderr_file, run_dir)))
+        for t in c.tool_runs)
+    extra = tuple(m for m in c.metrics if not _covered(m, c.evaluations))
+    details = tuple((str(k), inv_cell(str(k), v)) for k, v in c.details.items())
+    return CheckView(f"check-{i}", c, tuple(_row(e, c.metrics) for e in c.evaluations), extra, runs,
+                     details)
+
+
+# ---------------------------------------------------------------- inventory
+
+_HEADERS = {
+    "name": "Name", "model": "Model", "serial": "Serial", "size_bytes": "Size", "transport": "Transport",
+    "rotational": "Media", "driver": "Driver", "speed_mbps": "Speed", "state": "State", "mac": "MAC",
+    "index": "#", "uuid": "UUID", "vbios": "VBIOS", "pci_bus_id": "PCI bus",
+}
+_TABLES = {  # inventory key: (title, preferred column order)
+    "gpus": ("GPUs", ("index", "name", "serial", "uuid", "driver", "vbios", "pci_bus_id")),
+    "block_devices": ("Block devices",
+                      ("name", "model", "serial", "size_bytes", "transport", "rotational")),
+    "nics": ("Network interfaces", ("name", "driver", "speed_mbps", "state", "mac")),
+}
+
+
+def inv_cell(key: str, v: Any) -> str:
+    """One inventory value as display text."""
+    if v is None or v == "":
+        return "—"
+    if key == "rotational" and isinstance(v, bool):
+        return "HDD" if v else "SSD"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if key.endswith("_bytes") and isinstance(v, (int, float)):
+        return fmt_bytes(v, si=key == "size_bytes")
+    if key == "speed_mbps" and isinstance(v, (int, float)):
+        if v <= 0:
+            return "—"
+        return f"{fmt_num(v / 1000)} Gb/s" if v >= 1000 else f"{fmt_num(v)} Mb/s"
+    if isinstance(v, float):
+        return fmt_num(v)
+    if isinstance(v, (dict, list, tuple)):
+        return json.dumps(v, default=str, ensure_ascii=False)
+    return str(v)
+
+
+def _header(key: str) -> str:
+    return _HEADERS.get(key, key.replace("_", " ").capitalize())
+
+
+def _table(title: str, items: Sequence[Any], preferred: Sequence[str] = ()) -> dict[str, Any]:
+    dicts = [x if isinstance(x, Mapping) else {"value": x} for x in items]
+    keys = [k for k in preferred if any(k in d for d in dicts)]
+    for d in dicts:
+        keys += [str(k) for k in d if str(k) not in keys]
+    return {"title": title, "headers": [_header(k) for k in keys],
+            "rows": [[inv_cell(k, d.get(k)) for k in keys] for d in dicts]}
+
+
+def _identity(inv: Mapping[str, Any], host: str) -> list[tuple[str, str]]:
+    def sec(name: str) -> Mapping[str, Any]:
+        v = inv.get(name)
+        return v if isinstance(v, Mapping) else {}
+
+    h, s, cpu, mem = sec("host"), sec("system"), sec("cpu"), sec("memory")
+    out: list[tuple[str, str]] = [("Hostname", str(h.get("hostname") or host or "—"))]
+    system = " ".join(str(s[k]) for k in ("vendor", "product") if s.get(k))
+    for label, value in (("System", system), ("Serial number", s.get("serial")),
+                         ("BIOS", s.get("bios_version")), ("OS", h.get("os")),
+                         ("Kernel", h.get("kernel")), ("Architecture", h.get("arch"))):
+        if value:
+            out.append((label, str(value)))
+    if cpu:
+        parts = [f"{cpu[k]} {word}" for k, word in (("sockets", "sockets"), ("cores", "cores"),
+                                                    ("threads", "threads"), ("numa_nodes", "NUMA nodes"))
+                 if cpu.get(k) is not None]
+        model = str(cpu.get("model") or "CPU")
+        out.append(("CPU", model + (f" — {', '.join(parts)}" if parts else "")))
+    if mem.get("total_bytes") is not None:
+        out.append(("Memory", inv_cell("total_bytes", mem["total_bytes"])))
+    shown = {"host": {"hostname", "os", "kernel", "arch"}, "system": {"vendor", "product", "serial",
+             "bios_version"}, "cpu": {"model", "sockets", "cores", "threads", "numa_nodes"},
+             "memory": {"total_bytes"}}
+    for name, keys in shown.items():
+        out += [(f"{name}.{k}", inv_cell(str(k), v)) for k, v in sec(name).items() if k not in keys]
+    return out
+
+
+def inventory_view(inv: Mapping[str, Any], host: str) -> dict[str, Any]:
+    """Identity pairs, device tables and key/value sections from whatever inventory keys exist."""
+    tables, sections = [], []
+    done = {k for k in ("host", "system", "cpu", "memory") if isinstance(inv.get(k), Mapping)}
+    for key, (title, cols) in _TABLES.items():
+        items = inv.get(key)
+        if isinstance(items, (list, tuple)):
+            done.add(key)
+            if items:
+                tables.append(_table(title, items, cols))
+    identity = _identity(inv, host)
+    for key, v in inv.items():
+        if key in done:
+            continue
+        if isinstance(v, Mapping):
+            sections.append({"title": _header(str(key)),
+                             "pairs": [(str(k), inv_cell(str(k), x)) for k, x in v.items()]})
+        elif isinstance(v, (list, tuple)) and v and all(isinstance(x, Mapping) for x in v):
+            tables.append(_table(_header(str(key)), v))
+        else:
+            identity.append((_header(str(key)), inv_cell(str(key), v)))
+    return {"identity": identity, "tables": tables, "sections": sections}
+
+
+# ---------------------------------------------------------------- rendering
+
+@lru_cache(maxsize=1)
+def _environment() -> Environment:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("harness.report", "templates"),
+        autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+    )
+    env.filters.update(num=fmt_num, value=fmt_value, duration=fmt_duration, time=fmt_time,
+                       bytes=fmt_bytes)
+    return env
+
+
+def render_html(record: RunRecord, run_dir: Path | None) -> str:
+    """The whole report as one self-contained HTML document."""
+    checks = [_check_view(i, c, run_dir) for i, c in enumerate(record.checks)]
+    return _environment().get_template("report.html.j2").render(
+        record=record, verdict=record.verdict, counts=record.counts, checks=checks,
+        inventory=inventory_view(record.inventory, record.host), tail_kib=TAIL_BYTES // 1024,
+    )

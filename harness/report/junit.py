@@ -1,0 +1,140 @@
+"""JUnit XML for CI test reporters (Jenkins, GitLab, GitHub): one testcase per evaluation.
+
+A failed expectation is a <failure>; a tool or environment problem is an <error>, never a
+failure; warnings and known issues pass with a note in <system-out>.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from datetime import datetime, timezone
+
+from harness.model import CheckResult, Evaluation, Outcome, RunRecord, Status
+from harness.report.html import digits_for, fmt_band, fmt_delta, fmt_labels, fmt_value
+
+# characters XML 1.0 forbids, even escaped
+_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(s: object) -> str:
+    """Text with the characters XML 1.0 cannot carry removed."""
+    return _ILLEGAL.sub("", str(s))
+
+
+def _timestamp(iso: str) -> str | None:
+    """UTC timestamp without zone, as the JUnit schema wants it; None when unparsable."""
+    try:
+        t = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if t.tzinfo is not None:
+        t = t.astimezone(timezone.utc).replace(tzinfo=None)
+    return t.isoformat(timespec="seconds")
+
+
+def expectation_text(ev: Evaluation) -> str:
+    """'measured 1.23 GB/s, expected >= 2 GB/s (-38.5 % vs reference 2 GB/s)'."""
+    d = digits_for(ev.measured, (ev.reference, ev.low, ev.high))
+    measured = "nothing" if ev.measured is None else fmt_value(ev.measured, ev.unit, d)
+    band = fmt_band(ev.low, ev.high, ev.unit, d, ascii_=True)
+    if band.startswith("["):
+        band = f"within {band}"
+    text = f"measured {measured}, expected {band}"
+    if ev.reference is not None and ev.delta_pct is not None:
+        delta = fmt_delta(ev.delta_pct).replace(" ", "")
+        text += f" ({delta} vs reference {fmt_value(ev.reference, ev.unit, d)})"
+    return text
+
+
+def _case(suite: ET.Element, check: CheckResult, name: str, time_s: float) -> ET.Element:
+    return ET.SubElement(suite, "testcase", classname=xml_text(check.id), name=xml_text(name),
+                         time=f"{max(time_s, 0.0):.3f}")
+
+
+def _child(parent: ET.Element, tag: str, text: str = "", **attrs: str) -> None:
+    el = ET.SubElement(parent, tag, {k: xml_text(v) for k, v in attrs.items()})
+    if text:
+        el.text = xml_text(text)
+
+
+def _eval_case(suite: ET.Element, check: CheckResult, ev: Evaluation, time_s: float) -> str | None:
+    """Add one evaluation's testcase; return the JUnit result it counts as (or None for a pass)."""
+    name = ev.metric + fmt_labels(ev.labels) + ("" if ev.reduce == "each" else f" [{ev.reduce}]")
+    case = _case(suite, check, name, time_s)
+    what = expectation_text(ev)
+    source = f"\nexpectation from {ev.source}" if ev.source else ""
+    if ev.outcome is Outcome.FAIL:
+        _child(case, "failure", f"{ev.message}\n{what}{source}".strip(), message=what, type="fail")
+        return "failure"
+    if ev.outcome is Outcome.ERROR:
+        msg = ev.message or "metric missing or unusable"
+        _child(case, "error", f"{msg}\n{what}{source}".strip(), message=msg, type="error")
+        return "error"
+    note = {Outcome.WARN: f"WARN (not a failure): {what}",
+            Outcome.XFAIL: f"XFAIL, known issue: {ev.xfail or ''}\n{what}",
+            Outcome.XPASS: f"XPASS: passed although marked as known issue ({ev.xfail or ''})\n{what}",
+            }.get(ev.outcome, what)
+    _child(case, "system-out", f"{note}\n{ev.message}".strip())
+    return None
+
+
+def _check_cases(suite: ET.Element, check: CheckResult) -> list[str | None]:
+    """Add a check's testcases; return what each counts as."""
+    problems = "\n".join(f"- {p}" for p in check.problems)
+    if check.status is Status.ERRORED:
+        case = _case(suite, check, "run", check.duration_s)
+        msg = check.message or "the check could not run"
+        body = "\n".join(x for x in (msg, problems) if x)
+        _child(case, "error", body, message=msg, type="errored")
+        if check.evaluations:
+            _child(case, "system-out", "\n".join(
+                f"{e.metric}{fmt_labels(e.labels)}: {e.outcome.value}, {expectation_text(e)}"
+                for e in check.evaluations))
+        return ["error"]
+    if check.status in (Status.SKIPPED, Status.NOT_RUN):
+        case = _case(suite, check, "run", 0.0)
+        reason = check.message or ("skipped" if check.status is Status.SKIPPED else "")
+        if check.status is Status.NOT_RUN:
+            reason = f"not run: {reason}" if reason else "not run"
+        _child(case, "skipped", message=reason)
+        return ["skipped"]
+    n = len(check.evaluations)
+    kinds = [_eval_case(suite, check, e, check.duration_s / n) for e in check.evaluations]
+    if check.status is Status.FAILED and "failure" not in kinds:
+        case = _case(suite, check, "run", 0.0 if n else check.duration_s)
+        msg = check.message or "check failed"
+        _child(case, "failure", "\n".join(x for x in (msg, problems) if x), message=msg, type="fail")
+        kinds.append("failure")
+    elif not n:
+        case = _case(suite, check, "run", check.duration_s)
+        out = "\n".join(x for x in (check.message, problems) if x)
+        if out:
+            _child(case, "system-out", out)
+        kinds.append(None)
+    return kinds
+
+
+def render_junit(record: RunRecord) -> str:
+    """The run as a JUnit XML document (one testsuite)."""
+    root = ET.Element("testsuites", name=xml_text(record.suite.get("name", "harness")))
+    suite = ET.SubElement(root, "testsuite", name=xml_text(record.suite.get("name", "harness")),
+                          hostname=xml_text(record.host), id="0")
+    stamp = _timestamp(record.started)
+    if stamp:
+        suite.set("timestamp", stamp)
+    props = ET.SubElement(suite, "properties")
+    for key, value in (("verdict", record.verdict), ("run_id", record.run_id),
+                       ("profile", record.profile.get("name", "")),
+                       ("profile_reason", record.profile.get("reason", "")),
+                       ("harness_version", record.harness_version)):
+        ET.SubElement(props, "property", name=key, value=xml_text(value or ""))
+    kinds = [k for c in record.checks for k in _check_cases(suite, c)]
+    counts = {"tests": len(kinds), "failures": kinds.count("failure"), "errors": kinds.count("error"),
+              "skipped": kinds.count("skipped")}
+    time_s = f"{record.duration_s:.3f}"
+    for el in (root, suite):
+        el.attrib.update({k: str(v) for k, v in counts.items()}, time=time_s)
+    root.attrib.pop("skipped")  # not part of the <testsuites> schema
+    ET.indent(root, space="  ")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
