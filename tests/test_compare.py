@@ -1,0 +1,123 @@
+"""The pure comparison: bands, bounds, zero references, reductions, missing metrics, xfail."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from harness.compare import Rule, applicable, band, evaluate, status_of
+from harness.config.models import Expectation
+from harness.model import Metric, Outcome, Status
+
+
+def exp(**kw) -> Expectation:
+    kw.setdefault("metric", "fio.bw")
+    kw.setdefault("unit", "GB/s")
+    return Expectation.model_validate(kw)
+
+
+def bw(value: float, **labels) -> Metric:
+    return Metric("fio.bw", value, "GB/s", labels)
+
+
+def one(e: Expectation, metrics) -> tuple:
+    return evaluate([Rule(e, "test")], metrics)
+
+
+@pytest.mark.parametrize("measured, outcome", [(9.0, Outcome.PASS), (8.0, Outcome.PASS),
+                                               (7.99, Outcome.FAIL), (12.0, Outcome.PASS)])
+def test_lower_tolerance_is_a_fraction_of_reference(measured, outcome):
+    (ev,) = one(exp(reference=10, lower=0.2), [bw(measured)])
+    assert ev.outcome is outcome
+    assert ev.low == pytest.approx(8.0) and ev.high is None
+
+
+def test_two_sided_band_and_delta():
+    e = exp(metric="fio.clat_p99", unit="us", reference=100, lower=0.5, upper=0.1)
+    (ev,) = one(e, [Metric("fio.clat_p99", 111, "us")])
+    assert ev.outcome is Outcome.FAIL
+    assert (ev.low, ev.high) == (50, pytest.approx(110))
+    assert ev.delta_pct == pytest.approx(11.0)
+    assert "expected 50..110 us" in ev.message
+
+
+def test_absolute_min_and_max_narrow_the_band():
+    assert band(exp(reference=10, lower=0.5, min=7)) == (7, None)
+    assert band(exp(reference=10, upper=0.5, max=12)) == (None, 12)
+    assert band(exp(min=1, max=2)) == (1, 2)
+
+
+def test_zero_reference_takes_absolute_tolerances():
+    e = exp(metric="gpu.errors", unit="count", reference=0, upper=0)
+    assert band(e) == (None, 0)
+    assert one(e, [Metric("gpu.errors", 0, "count")])[0].outcome is Outcome.PASS
+    assert one(e, [Metric("gpu.errors", 1, "count")])[0].outcome is Outcome.FAIL
+    e2 = exp(metric="gpu.errors", unit="count", reference=0, upper=3)
+    assert one(e2, [Metric("gpu.errors", 3, "count")])[0].outcome is Outcome.PASS
+    assert one(e2, [Metric("gpu.errors", 4, "count")])[0].delta_pct is None
+
+
+def test_negative_reference_band_is_symmetric_in_magnitude():
+    assert band(exp(reference=-10, lower=0.1, upper=0.1)) == (-11, -9)
+
+
+def test_each_judges_every_matching_series():
+    evs = one(exp(labels={"rw": "read"}, min=1.0),
+              [bw(2.0, rw="read", job="a"), bw(0.5, rw="read", job="b"), bw(0.1, rw="write", job="a")])
+    assert [e.outcome for e in evs] == [Outcome.PASS, Outcome.FAIL]
+    assert evs[1].labels == {"job": "b", "rw": "read"}
+
+
+@pytest.mark.parametrize("how, value", [("min", 1.0), ("max", 3.0), ("mean", 2.0), ("sum", 6.0)])
+def test_reductions(how, value):
+    (ev,) = one(exp(reduce=how, min=0), [bw(1.0, gpu=0), bw(2.0, gpu=1), bw(3.0, gpu=2)])
+    assert ev.measured == pytest.approx(value)
+    assert ev.labels["reduce"] == f"{how} of 3"
+
+
+def test_missing_metric_is_an_error_not_a_failure():
+    (ev,) = one(exp(labels={"job": "nope"}, min=1), [bw(5.0, job="seq")])
+    assert ev.outcome is Outcome.ERROR
+    assert "no metric fio.bw{job=nope} was measured" in ev.message
+    assert status_of([ev]) is Status.ERRORED
+
+
+def test_label_values_compare_as_text():
+    m = Metric("nccl.busbw", 400.0, "GB/s", {"size": 8589934592})
+    (ev,) = one(exp(metric="nccl.busbw", labels={"size": "8589934592"}, min=300), [m])
+    assert ev.outcome is Outcome.PASS
+
+
+def test_warn_severity_and_xfail_xpass():
+    (w,) = one(exp(min=5, severity="warn"), [bw(1.0)])
+    assert w.outcome is Outcome.WARN and status_of([w]) is Status.WARNED
+    (xf,) = one(exp(min=5, xfail="vendor bug 123"), [bw(1.0)])
+    assert xf.outcome is Outcome.XFAIL and "known issue: vendor bug 123" in xf.message
+    assert status_of([xf]) is Status.PASSED
+    (xp,) = one(exp(min=5, xfail="vendor bug 123"), [bw(9.0)])
+    assert xp.outcome is Outcome.XPASS and status_of([xp]) is Status.WARNED
+
+
+def test_unit_mismatch_and_nan_are_errors():
+    (u,) = one(exp(min=1), [Metric("fio.bw", 5.0, "IOPS")])
+    assert u.outcome is Outcome.ERROR and "is in IOPS" in u.message
+    (n,) = one(exp(min=1), [bw(math.nan)])
+    assert n.outcome is Outcome.ERROR and "not a finite number" in n.message
+
+
+def test_status_precedence():
+    def ev(o: Outcome):
+        return one(exp(min=1), [bw(5.0)])[0].__class__(
+            "m", {}, o, "fail", 1.0, "GB/s", None, None, None, "each", "")
+    assert status_of([ev(Outcome.PASS), ev(Outcome.ERROR), ev(Outcome.FAIL)]) is Status.FAILED
+    assert status_of([ev(Outcome.PASS), ev(Outcome.ERROR)]) is Status.ERRORED
+    assert status_of([ev(Outcome.PASS), ev(Outcome.XFAIL)]) is Status.PASSED
+    assert status_of([]) is Status.PASSED
+
+
+def test_applicable_filters_by_metric_and_check_id():
+    rules = [Rule(exp(min=1), "p"), Rule(exp(min=1, check="other"), "p"),
+             Rule(exp(metric="gpu.temp_max", unit="C", max=90), "p")]
+    got = applicable(rules, "fio-quick", ["fio.bw", "fio.iops"])
+    assert [r.expectation.check for r in got] == [None]
