@@ -129,6 +129,8 @@ class CheckKind:
     needs: frozenset[str] = frozenset()
     # For kinds whose metric names come from params (e.g. `command`): name -> unit.
     declared_metrics: Callable[[Any], Mapping[str, MetricSpec]] | None = None
+    # Expected duration in seconds for the progress display, when the kind can tell.
+    estimate_s: Callable[[Any], float] | None = None
 
     def metric_specs(self, params: Any) -> Mapping[str, MetricSpec]:
         if self.declared_metrics is not None:

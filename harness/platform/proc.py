@@ -101,7 +101,7 @@ def run(argv: Sequence[str], stdout_path: Path, stderr_path: Path, timeout: floa
     t0 = time.monotonic()
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         try:
-            proc = subprocess.Popen(  # noqa: S603 - argv list, never a shell
+            proc = subprocess.Popen(
                 (exe, *argv[1:]), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                 start_new_session=True, env=full_env, cwd=cwd,
             )
@@ -184,7 +184,7 @@ def capture_rc(argv: Sequence[str], timeout: float = 30.0) -> tuple[int, str, st
     """Run a quick query tool; return (rc, stdout, stderr). Kills the group on timeout."""
     argv = tuple(str(a) for a in argv)
     exe = which(argv[0])
-    proc = subprocess.Popen(  # noqa: S603
+    proc = subprocess.Popen(
         (exe, *argv[1:]), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, start_new_session=True,
     )
