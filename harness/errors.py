@@ -24,6 +24,8 @@ class ConfigProblem:
     message: str
 
     def __str__(self) -> str:
+        if not self.file:
+            return self.message
         return f"{self.file}:{self.line}:{self.col}: {self.message}"
 
 
@@ -32,7 +34,7 @@ class ConfigError(HarnessError):
 
     def __init__(self, problems: Sequence[ConfigProblem] | str) -> None:
         if isinstance(problems, str):
-            problems = [ConfigProblem("<args>", 0, 0, problems)]
+            problems = [ConfigProblem("", 0, 0, problems)]
         self.problems: tuple[ConfigProblem, ...] = tuple(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
 

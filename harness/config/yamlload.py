@@ -1,0 +1,294 @@
+"""Safe YAML loading that remembers where every key and value came from.
+
+The document is composed into nodes by PyYAML's safe loader and turned into plain Python
+objects here, so that every problem can be reported as FILE:LINE:COL. Only the plain YAML
+tags are accepted (no `!!python/...`, no custom tags); duplicate keys, non-string keys,
+alias bombs, deep nesting and multi-document files are refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NoReturn
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from harness.errors import ConfigError, ConfigProblem
+
+MAX_BYTES = 4 * 1024 * 1024
+MAX_NODES = 100_000
+MAX_DEPTH = 100
+
+_T = "tag:yaml.org,2002:"
+_STR, _MAP, _SEQ, _MERGE = _T + "str", _T + "map", _T + "seq", _T + "merge"
+_SCALAR_TAGS = {_T + t for t in ("null", "bool", "int", "float")}
+
+PathKey = tuple[Any, ...]
+
+
+class Locator:
+    """Maps a path of keys and indices to a 1-based (line, col) in one file."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self._values: dict[PathKey, tuple[int, int]] = {}
+        self._keys: dict[PathKey, tuple[int, int]] = {}
+
+    def _set(self, path: PathKey, value: Node, key: Node | None = None) -> None:
+        self._values.setdefault(path, _pos(value))
+        if key is not None:
+            self._keys.setdefault(path, _pos(key))
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._values
+
+    def locate(self, path: PathKey, *, key: bool = False) -> tuple[int, int]:
+        """Where `path` is: its key (key=True) or its value, else its nearest existing parent."""
+        path = tuple(path)
+        if key and path in self._keys:
+            return self._keys[path]
+        for n in range(len(path), -1, -1):
+            pos = self._values.get(path[:n])
+            if pos is not None:
+                return pos
+        return (1, 1)
+
+    def existing(self, path: PathKey) -> PathKey:
+        """The longest prefix of `path` that exists in the document."""
+        path = tuple(path)
+        for n in range(len(path), -1, -1):
+            if path[:n] in self._values:
+                return path[:n]
+        return ()
+
+    def problem(self, path: PathKey, message: str, *, key: bool = False) -> ConfigProblem:
+        """A ConfigProblem located at `path` in this file."""
+        line, col = self.locate(path, key=key)
+        return ConfigProblem(self.file, line, col, message)
+
+
+def _pos(node: Node) -> tuple[int, int]:
+    return (node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+class _Refused(Exception):
+    """Internal: stop loading with one located message."""
+
+    def __init__(self, line: int, col: int, message: str) -> None:
+        super().__init__(message)
+        self.line, self.col, self.message = line, col, message
+
+
+def _refuse(node: Node | Any, message: str) -> NoReturn:
+    mark = node.start_mark
+    raise _Refused(mark.line + 1, mark.column + 1, message)
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader whose composer bounds nesting depth and node count as it goes."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self._depth = 0
+        self._composed = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        self._depth += 1
+        self._composed += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                _refuse(self.peek_event(), f"document is nested deeper than {MAX_DEPTH} levels")
+            if self._composed > MAX_NODES:
+                _refuse(self.peek_event(), f"document has more than {MAX_NODES} nodes")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+class _Builder:
+    """Turns a node tree into dicts, lists and scalars, filling a Locator on the way."""
+
+    def __init__(self, loader: _Loader, locator: Locator) -> None:
+        self.loader = loader
+        self.loc = locator
+        self.count = 0
+        self.aliased = False
+        self.stack: set[int] = set()
+        self.seen: set[int] = set()
+
+    def build(self, node: Node, path: PathKey, depth: int) -> Any:
+        self.count += 1
+        if self.count > MAX_NODES:
+            hint = " (YAML alias bomb?)" if self.aliased else ""
+            _refuse(node, f"document expands to too many nodes{hint}")
+        if depth > MAX_DEPTH:
+            _refuse(node, f"document is nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, ScalarNode):
+            return self._scalar(node)
+        if id(node) in self.stack:
+            _refuse(node, "recursive alias: a node contains itself")
+        self.stack.add(id(node))
+        try:
+            if isinstance(node, SequenceNode):
+                if node.tag != _SEQ:
+                    _refuse(node, f"unsupported YAML tag {_short(node.tag)!r}")
+                out = []
+                for i, item in enumerate(node.value):
+                    self._note(item)
+                    self.loc._set((*path, i), item)
+                    out.append(self.build(item, (*path, i), depth + 1))
+                return out
+            if isinstance(node, MappingNode):
+                return self._mapping(node, path, depth)
+            _refuse(node, f"unsupported YAML node {type(node).__name__}")
+        finally:
+            self.stack.discard(id(node))
+
+    def _note(self, node: Node) -> None:
+        if id(node) in self.seen:
+            self.aliased = True
+        self.seen.add(id(node))
+
+    def _mapping(self, node: MappingNode, path: PathKey, depth: int) -> dict[str, Any]:
+        if node.tag != _MAP:
+            _refuse(node, f"unsupported YAML tag {_short(node.tag)!r}")
+        out: dict[str, Any] = {}
+        first: dict[str, Node] = {}
+        merges: list[Node] = []
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE:
+                merges.append(value_node)
+                continue
+            key = self._key(key_node)
+            if key in first:
+                _refuse(key_node, f"duplicate key {key!r} (first at line "
+                                  f"{first[key].start_mark.line + 1})")
+            first[key] = key_node
+            self._note(value_node)
+            self.loc._set((*path, key), value_node, key_node)
+            out[key] = self.build(value_node, (*path, key), depth + 1)
+        for merge in merges:
+            for key_node, value_node in self._merge_sources(merge):
+                key = self._key(key_node)
+                if key in out:
+                    continue
+                self._note(value_node)
+                self.loc._set((*path, key), value_node, key_node)
+                out[key] = self.build(value_node, (*path, key), depth + 1)
+        return out
+
+    def _merge_sources(self, node: Node) -> Iterator[tuple[Node, Node]]:
+        self.aliased = True
+        sources = node.value if isinstance(node, SequenceNode) else [node]
+        for src in sources:
+            if not isinstance(src, MappingNode) or src.tag != _MAP:
+                _refuse(src, "a merge key '<<' takes a mapping or a list of mappings")
+            for key_node, value_node in src.value:
+                self.count += 1
+                if self.count > MAX_NODES:
+                    _refuse(src, "document expands to too many nodes (YAML alias bomb?)")
+                if key_node.tag == _MERGE:
+                    yield from self._merge_sources(value_node)
+                else:
+                    yield key_node, value_node
+
+    def _key(self, node: Node) -> str:
+        if isinstance(node, ScalarNode) and node.tag == _STR:
+            return str(node.value)
+        if isinstance(node, ScalarNode):
+            _refuse(node, f"key {node.value!r} is not a string (YAML reads it as "
+                          f"{_short(node.tag)}); quote it")
+        _refuse(node, "keys must be plain strings, not lists or mappings")
+
+    def _scalar(self, node: ScalarNode) -> Any:
+        if node.tag == _STR or node.tag == _T + "timestamp":
+            return str(node.value)
+        if node.tag not in _SCALAR_TAGS:
+            _refuse(node, f"unsupported YAML tag {_short(node.tag)!r}")
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except (ValueError, OverflowError, yaml.YAMLError):
+            _refuse(node, f"cannot read {node.value[:40]!r} as {_short(node.tag)} (too large?)")
+
+
+def _short(tag: str) -> str:
+    return "!!" + tag[len(_T):] if tag.startswith(_T) else tag
+
+
+def read_text(path: Path) -> str:
+    """The file's text; ConfigError (at 1:1 or at the bad byte) when it cannot be read."""
+    name = str(path)
+    try:
+        if path.is_dir():
+            raise ConfigError([ConfigProblem(name, 1, 1, "is a directory, not a YAML file")])
+        if path.exists() and not path.is_file():
+            raise ConfigError([ConfigProblem(name, 1, 1, "is not a regular file")])
+        with path.open("rb") as fh:
+            data = fh.read(MAX_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError([ConfigProblem(name, 1, 1, "no such file")]) from None
+    except OSError as e:
+        raise ConfigError([ConfigProblem(name, 1, 1, f"cannot read: {e.strerror or e}")]) from e
+    if len(data) > MAX_BYTES:
+        raise ConfigError([ConfigProblem(name, 1, 1, f"file is larger than {MAX_BYTES} bytes")])
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ConfigError([ConfigProblem(name, line, col, f"not valid UTF-8 (byte "
+                                                          f"0x{data[e.start]:02x})")]) from None
+
+
+def load_yaml(path: Path) -> tuple[Any, Locator]:
+    """Load one YAML document safely; returns the plain data and its Locator.
+
+    Raises ConfigError for an unreadable file and for every YAML problem listed in the module
+    docstring.
+    """
+    return parse_yaml(read_text(path), str(path))
+
+
+def parse_yaml(text: str, file: str) -> tuple[Any, Locator]:
+    """Like load_yaml, for text already read; `file` names it in problems."""
+    locator = Locator(file)
+    loader: _Loader | None = None
+    try:
+        loader = _Loader(text)
+        node = loader.get_single_node()
+        if node is None:
+            raise _Refused(1, 1, "file is empty (no YAML document)")
+        builder = _Builder(loader, locator)
+        locator._set((), node)
+        return builder.build(node, (), 1), locator
+    except _Refused as e:
+        raise ConfigError([ConfigProblem(file, e.line, e.col, e.message)]) from None
+    except yaml.MarkedYAMLError as e:
+        raise ConfigError([_yaml_problem(file, e)]) from None
+    except yaml.reader.ReaderError as e:
+        line = text.count("\n", 0, e.position) + 1
+        col = e.position - (text.rfind("\n", 0, e.position) + 1) + 1
+        raise ConfigError([ConfigProblem(file, line, col, f"YAML error: {e.reason} "
+                                                          f"(character #x{e.character:04x})")]) from None
+    except yaml.YAMLError as e:
+        raise ConfigError([ConfigProblem(file, 1, 1, f"YAML error: {e}")]) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _yaml_problem(file: str, e: yaml.MarkedYAMLError) -> ConfigProblem:
+    mark = e.problem_mark or e.context_mark
+    line, col = (mark.line + 1, mark.column + 1) if mark is not None else (1, 1)
+    problem = (e.problem or "").strip()
+    if problem == "but found another document":
+        return ConfigProblem(file, line, col, "more than one YAML document in the file (remove '---')")
+    context = (e.context or "").strip()
+    text = problem or context or "invalid YAML"
+    if context and problem:
+        where = e.context_mark
+        at = f" at line {where.line + 1}" if where is not None and where.line + 1 != line else ""
+        text = f"{problem} ({context}{at})"
+    return ConfigProblem(file, line, col, f"YAML syntax error: {text}")
