@@ -10,7 +10,18 @@ from collections.abc import Iterable, Mapping
 
 from harness.checks.base import MetricSpec
 from harness.units import (
-    BYTES, CELSIUS, COUNT, GBPS, IOPS, JOULE, MHZ, PERCENT, SECONDS, TFLOPS, US, WATT,
+    BYTES,
+    CELSIUS,
+    COUNT,
+    GBPS,
+    IOPS,
+    JOULE,
+    MHZ,
+    PERCENT,
+    SECONDS,
+    TFLOPS,
+    US,
+    WATT,
 )
 
 H, L, N = "higher", "lower", "none"

@@ -1,0 +1,269 @@
+"""Check kind `fio`: storage IOPS, bandwidth and completion latency with fio.
+
+One fio invocation runs the jobs one after another (stonewall), JSON to a file under the
+run's raw directory. Targets: a fresh temporary directory (default), a fresh subdirectory
+of a given directory (always removed afterwards), or a block device. Writing to a raw
+device needs both opt-ins (suite `destructive: true` and --allow-destructive) and a device
+the data-loss guard (platform/blockdev) finds blank and unused.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, Optional, Union
+
+from pydantic import Field, field_validator, model_validator
+
+from harness import catalog
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
+from harness.errors import GuardRefusal, ToolError
+from harness.parsers import fio as fio_parser
+from harness.platform import blockdev
+from harness.units import parse_size
+
+RwMode = Literal["read", "write", "randread", "randwrite", "rw", "readwrite", "randrw",
+                 "trim", "randtrim", "trimwrite"]
+Engine = Literal["libaio", "io_uring", "sync", "psync", "posixaio", "mmap"]
+WRITING = frozenset({"write", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite"})
+MIXED = frozenset({"rw", "readwrite", "randrw"})
+TRIMMING = frozenset({"trim", "randtrim", "trimwrite"})
+FILE_SIZE = "256M"  # per job file when the target is a directory and `size` is not given
+SLACK_S = 30.0  # start-up, file layout and shutdown, on top of the jobs' runtimes
+PER_JOB_SLACK_S = 10.0
+TMPDIR = "<tmpdir>"
+OUTPUT_NAME = "fio.json"
+DESTRUCTIVE_HINT = ("raw-device writes need `destructive: true` in the suite and "
+                    "--allow-destructive on the command line")
+
+
+def _size(v: Union[str, int]) -> Union[str, int]:
+    try:
+        n = parse_size(v)
+    except ValueError:
+        raise ValueError(f"not a size: {v!r} (use e.g. 4k, 1M, 256M or a number of bytes)") from None
+    if n <= 0:
+        raise ValueError(f"size must be positive, got {v!r}")
+    return v
+
+
+class FioJob(Params):
+    """One fio job. Sizes take fio's suffixes: k, M, G are binary (4k = 4096 bytes)."""
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$", description="job name (label)")
+    rw: RwMode = Field(description="fio rw mode")
+    bs: Union[int, str] = Field("4k", description="block size, e.g. 4k, 1M or bytes")
+    iodepth: int = Field(1, ge=1, le=4096)
+    numjobs: int = Field(1, ge=1, le=256, description="parallel clones, reported together")
+    size: Optional[Union[int, str]] = Field(
+        None, description=f"bytes per job: default {FILE_SIZE} for files, whole device for devices")
+    runtime: int = Field(5, ge=1, le=7 * 24 * 3600, description="seconds")
+    direct: bool = Field(True, description="O_DIRECT, bypassing the page cache")
+    ioengine: Engine = "libaio"
+    rwmixread: Optional[int] = Field(None, ge=0, le=100, description="read share of rw/randrw, %")
+    time_based: bool = Field(True, description="run for `runtime` even when `size` is done")
+    ramp_time: Optional[int] = Field(None, ge=0, le=3600, description="seconds excluded from stats")
+
+    @field_validator("bs", "size")
+    @classmethod
+    def _valid_size(cls, v: Optional[Union[str, int]]) -> Optional[Union[str, int]]:
+        return None if v is None else _size(v)
+
+    @model_validator(mode="after")
+    def _mix_only_for_mixed(self) -> FioJob:
+        if self.rwmixread is not None and self.rw not in MIXED:
+            raise ValueError(f"rwmixread applies only to rw, readwrite or randrw, not {self.rw}")
+        return self
+
+    @property
+    def writes(self) -> bool:
+        return self.rw in WRITING
+
+
+DEFAULT_JOBS = (
+    FioJob(name="randread_4k", rw="randread", bs="4k", iodepth=32),
+    FioJob(name="randwrite_4k", rw="randwrite", bs="4k", iodepth=32),
+    FioJob(name="seqread_1m", rw="read", bs="1M", iodepth=8),
+    FioJob(name="seqwrite_1m", rw="write", bs="1M", iodepth=8),
+)
+
+
+class FioParams(Params):
+    """Where fio runs and which jobs, one after another."""
+
+    target: Optional[str] = Field(
+        None, description="directory (a fresh subdirectory is used and removed) or block device; "
+        "default: a fresh temporary directory")
+    jobs: list[FioJob] = Field(default_factory=lambda: list(DEFAULT_JOBS), min_length=1)
+
+    @field_validator("jobs")
+    @classmethod
+    def _unique_names(cls, v: list[FioJob]) -> list[FioJob]:
+        seen: set[str] = set()
+        for job in v:
+            if job.name in seen:
+                raise ValueError(f"duplicate job name {job.name!r}")
+            seen.add(job.name)
+        return v
+
+
+def budget_s(params: FioParams) -> float:
+    """Expected wall time: the jobs' runtimes plus slack for layout and start-up."""
+    return SLACK_S + sum(j.runtime + (j.ramp_time or 0) + PER_JOB_SLACK_S for j in params.jobs)
+
+
+def estimate_s(params: FioParams) -> float:
+    """Likely wall time for the progress display: runtimes plus about a second per job."""
+    return float(sum(j.runtime + (j.ramp_time or 0) + 1 for j in params.jobs))
+
+
+def _escape(path: str) -> str:
+    return path.replace(":", "\\:")  # fio splits filename/directory lists on ':'
+
+
+def build_argv(params: FioParams, *, output: str, directory: Optional[str] = None,
+               device: Optional[str] = None) -> list[str]:
+    """fio's argv for these jobs against a directory or a device, JSON to `output`."""
+    argv = ["fio", "--output-format=json", f"--output={output}", "--group_reporting"]
+    if device is not None:
+        argv.append(f"--filename={_escape(device)}")
+        if not any(j.writes for j in params.jobs):
+            argv.append("--readonly")
+    elif directory is not None:
+        argv.append(f"--directory={_escape(directory)}")
+    for job in params.jobs:
+        size = job.size if job.size is not None else (None if device is not None else FILE_SIZE)
+        argv += [f"--name={job.name}", "--stonewall", f"--rw={job.rw}",
+                 f"--bs={parse_size(job.bs)}", f"--iodepth={job.iodepth}",
+                 f"--numjobs={job.numjobs}", f"--ioengine={job.ioengine}",
+                 f"--direct={int(job.direct)}", f"--runtime={job.runtime}"]
+        if size is not None:
+            argv.append(f"--size={parse_size(size)}")
+        if job.time_based:
+            argv.append("--time_based")
+        if job.ramp_time is not None:
+            argv.append(f"--ramp_time={job.ramp_time}")
+        if job.rwmixread is not None:
+            argv.append(f"--rwmixread={job.rwmixread}")
+    return argv
+
+
+def plan(params: FioParams, inventory: Mapping[str, Any]) -> Sequence[PlannedCommand]:
+    """The fio command line; the temporary directory is shown as <tmpdir>."""
+    output = f"<raw_dir>/{OUTPUT_NAME}"
+    t = params.target
+    if t is not None and blockdev.is_block_device(t):
+        dev = str(blockdev.resolve(t))
+        writes = any(j.writes for j in params.jobs)
+        note = "writes to the raw device: destroys its data" if writes else "read-only on a device"
+        argv = build_argv(params, output=output, device=dev)
+    else:
+        where = TMPDIR if t is None else f"{t.rstrip('/')}/{TMPDIR}"
+        note = "files in a fresh directory, removed afterwards"
+        argv = build_argv(params, output=output, directory=where)
+    return [PlannedCommand(tuple(argv), f"{note}; about {estimate_s(params):.0f} s")]
+
+
+def run(params: FioParams, ctx: CheckContext) -> CheckOutput:
+    """Run the jobs against the target and return per-job, per-direction metrics."""
+    t = params.target
+    if t is not None and blockdev.is_block_device(t):
+        return _run_device(params, ctx, str(blockdev.resolve(t)))
+    if t is None:
+        parent = Path(tempfile.gettempdir())
+    else:
+        parent = Path(t)
+        if not parent.exists():
+            raise ToolError(f"fio target {t} does not exist (give an existing directory or a "
+                            "block device)")
+        if not parent.is_dir():
+            raise ToolError(f"fio target {t} is neither a directory nor a block device")
+    trims = [j.name for j in params.jobs if j.rw in TRIMMING]
+    if trims:
+        raise ToolError(f"fio jobs {', '.join(trims)} trim, which needs a block device target")
+    work = Path(tempfile.mkdtemp(prefix="harness-fio-", dir=parent))
+    try:
+        out = _output(ctx)
+        return _execute(params, ctx, out, build_argv(params, output=str(out), directory=str(work)),
+                        str(t if t is not None else work), {"directory": str(work)})
+    finally:
+        try:
+            shutil.rmtree(work)
+        except OSError as e:
+            ctx.log.warning("could not remove fio scratch directory %s: %s", work, e)
+
+
+def _run_device(params: FioParams, ctx: CheckContext, device: str) -> CheckOutput:
+    writers = [j.name for j in params.jobs if j.writes]
+    if writers:
+        missing = [half for half, ok in (("`destructive: true` in the suite", ctx.destructive),
+                                         ("--allow-destructive", ctx.allow_destructive)) if not ok]
+        if missing:
+            raise GuardRefusal(f"refusing to write to {device} (jobs {', '.join(writers)}): "
+                               f"missing {' and '.join(missing)}; {DESTRUCTIVE_HINT}")
+        blockdev.check_writable(device)
+    out = _output(ctx)
+    return _execute(params, ctx, out, build_argv(params, output=str(out), device=device), device,
+                    {"device": blockdev.describe(device)})
+
+
+def _output(ctx: CheckContext) -> Path:
+    """Where fio writes its JSON: raw/<check>/fio.json (fio-N.json for repeat N), never stale."""
+    ctx.raw_dir.mkdir(parents=True, exist_ok=True)
+    n = len(ctx.tool_runs) + 1
+    out = ctx.raw_dir / (OUTPUT_NAME if n == 1 else f"fio-{n}.json")
+    out.unlink(missing_ok=True)
+    return out
+
+
+def _execute(params: FioParams, ctx: CheckContext, out: Path, argv: list[str], target: str,
+             extra: Mapping[str, Any]) -> CheckOutput:
+    ctx.progress(f"fio: {len(params.jobs)} jobs, about {estimate_s(params):.0f} s")
+    res = ctx.run_tool(argv, name="fio", check_rc=False)  # a job error still leaves JSON to read
+    if res.interrupted:
+        raise ToolError("fio: interrupted; its process group was killed", argv=res.argv, rc=res.rc)
+    try:
+        text = out.read_text(errors="replace")
+    except OSError:
+        text = ""
+    parsed = fio_parser.parse(text)
+    rc = res.rc
+    how = f"killed by signal {-rc}" if rc is not None and rc < 0 else f"exited with status {rc}"
+    if rc != 0 and not parsed.details:  # no fio JSON at all: fio itself failed
+        raise ToolError(f"fio: {how}: {_last(res.tail(600)) or 'no JSON output'}",
+                        argv=res.argv, rc=res.rc, output_tail=res.tail())
+    problems = list(parsed.problems)
+    if rc != 0:
+        problems.append(f"fio {how}: {_last(res.tail(600))}")
+    if any("error 22" in p for p in problems) and any(j.direct for j in params.jobs):
+        problems.append("error 22 with direct: true often means the file system has no O_DIRECT; "
+                        "set direct: false or use another target")
+    details = {"target": target, "fio_version": parsed.details.get("fio_version"), **extra}
+    return CheckOutput(parsed.metrics, tuple(problems), details, _summary(parsed.metrics))
+
+
+def _last(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _summary(metrics: Sequence[Any]) -> str:
+    bw = {(m.labels.get("job"), m.labels.get("rw")): m.value for m in metrics if m.name == "fio.bw"}
+    iops = {(m.labels.get("job"), m.labels.get("rw")): m.value for m in metrics if m.name == "fio.iops"}
+    parts = [f"{job} {rw} {v:.2f} GB/s {iops.get((job, rw), 0):,.0f} IOPS" for (job, rw), v in bw.items()]
+    return "; ".join(parts) or "no I/O measured"
+
+
+KIND = CheckKind(
+    name="fio",
+    description="storage IOPS, bandwidth and latency with fio (files or, opted in, a raw device)",
+    params=FioParams,
+    metrics=catalog.subset(["fio.iops", "fio.bw", "fio.clat_mean", "fio.clat_p50",
+                            "fio.clat_p99", "fio.clat_p999"]),
+    run=run,
+    plan=plan,
+    needs=frozenset({"fio"}),
+    estimate_s=estimate_s,
+)
