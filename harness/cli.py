@@ -1,0 +1,133 @@
+"""Thin command line: parse arguments, call the core, map errors to exit codes in one place.
+
+Exit codes: 0 accepted, 1 rejected (a check failed or errored) or a run-time error,
+2 invalid input (suite, profile, arguments), 130/143 interrupted by SIGINT/SIGTERM.
+Heavy modules are imported inside the commands so `harness --help` starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+EXIT_OK, EXIT_REJECTED, EXIT_INVALID = 0, 1, 2
+
+
+def _ids(value: str | None) -> tuple[str, ...]:
+    return tuple(v.strip() for v in (value or "").split(",") if v.strip())
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="gpu-acceptance-harness", prog_name="harness")
+def cli() -> None:
+    """GPU server stress-test and acceptance harness."""
+
+
+@cli.command()
+@click.argument("suite", required=False)
+@click.option("--profile", "-p", help="profile name or file (default: chosen from the hardware)")
+@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("reports"), show_default=True, help="directory for run directories")
+@click.option("--only", help="comma-separated check ids to run")
+@click.option("--skip", help="comma-separated check ids to leave out")
+@click.option("--dry-run", is_flag=True, help="print the plan (commands, expectations); run nothing")
+@click.option("--allow-destructive", is_flag=True,
+              help="command-line half of the opt-in for raw-device writes")
+def run(suite: str | None, profile: str | None, output: Path, only: str | None, skip: str | None,
+        dry_run: bool, allow_destructive: bool) -> None:
+    """Run SUITE (default: smoke) and write a report."""
+    from harness import app
+
+    code = app.run(suite=suite, profile=profile, output=output, only=_ids(only), skip=_ids(skip),
+                   dry_run=dry_run, allow_destructive=allow_destructive,
+                   argv=("harness", *sys.argv[1:]))
+    sys.exit(code)
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+def validate(files: tuple[Path, ...]) -> None:
+    """Check suites and profiles; print every problem as FILE:LINE:COL: message."""
+    from harness.config import validate_paths
+
+    problems = validate_paths(list(files))
+    for p in problems:
+        click.echo(str(p), err=True)
+    if problems:
+        sys.exit(EXIT_INVALID)
+    click.echo(f"{len(files)} file(s) valid")
+
+
+@cli.command()
+@click.argument("which", type=click.Choice(["suite", "profile", "results"]))
+def schema(which: str) -> None:
+    """Print the JSON Schema of suites, profiles or results.json."""
+    if which == "results":
+        from harness.results import json_schema as results_schema
+
+        doc = results_schema()
+    else:
+        from harness.config import json_schema
+
+        doc = json_schema(which)  # type: ignore[arg-type]
+    click.echo(json.dumps(doc, indent=2))
+
+
+@cli.command()
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+def report(run_dir: Path) -> None:
+    """Re-render report.html and junit.xml from RUN_DIR/results.json."""
+    from harness import results
+    from harness.report import write_reports
+
+    record = results.load(run_dir)
+    write_reports(record, run_dir)
+    click.echo(f"{record.verdict}: {run_dir / 'report.html'}")
+
+
+@cli.command()
+@click.argument("kind")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+def parse(kind: str, file: Path) -> None:
+    """Parse a saved tool output FILE with the KIND parser and print JSON."""
+    from harness.app import parse_file
+
+    click.echo(json.dumps(parse_file(kind, file), indent=2))
+
+
+@cli.command("list")
+def list_cmd() -> None:
+    """List check kinds, parse kinds, suites and profiles."""
+    from harness.app import listing
+
+    click.echo(listing())
+
+
+def main() -> None:
+    """Entry point: the one place where errors become exit codes."""
+    from harness.errors import ConfigError, HarnessError, UsageError
+
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(EXIT_INVALID)
+    except UsageError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_INVALID)
+    except ConfigError as e:
+        for p in e.problems:
+            click.echo(str(p), err=True)
+        sys.exit(EXIT_INVALID)
+    except HarnessError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_REJECTED)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)

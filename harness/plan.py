@@ -1,0 +1,136 @@
+"""Turn a loaded suite and profile into a plan: which checks run, with which rules. Pure."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from harness.compare import Rule, applicable, band, describe_band
+from harness.config.models import Expectation, Profile
+from harness.errors import UsageError
+
+if TYPE_CHECKING:
+    from harness.config.loader import LoadedProfile, LoadedSuite, ResolvedCheck
+
+
+@dataclass(frozen=True)
+class PlannedCheck:
+    """One check as it will run: the resolved suite entry and the rules that judge it."""
+
+    check: ResolvedCheck
+    rules: tuple[Rule, ...]
+
+    @property
+    def id(self) -> str:
+        return self.check.spec.id
+
+
+def select_checks(suite: LoadedSuite, only: Sequence[str], skip: Sequence[str]) -> list[ResolvedCheck]:
+    """Apply --only and --skip; an unknown id is a usage error naming the known ones."""
+    ids = [c.spec.id for c in suite.checks]
+    unknown = [i for i in (*only, *skip) if i not in ids]
+    if unknown:
+        raise UsageError(f"unknown check id(s) {', '.join(unknown)} in --only/--skip; "
+                         f"{suite.path} has: {', '.join(ids)}")
+    chosen = [c for c in suite.checks if (not only or c.spec.id in only) and c.spec.id not in skip]
+    if not chosen:
+        raise UsageError("--only/--skip left no check to run")
+    return chosen
+
+
+def hardware_rules(profile: Profile) -> list[Rule]:
+    """The profile's hardware block as expectations on inventory metrics."""
+    hw = profile.hardware
+    src = f"{profile.name} (hardware)"
+    out = []
+    if hw.gpu.count:
+        out.append(Rule(Expectation(metric="gpu.count", unit="count", min=hw.gpu.count,
+                                    max=hw.gpu.count), src))
+    if hw.memory_min_bytes:
+        out.append(Rule(Expectation(metric="host.memory", unit="B", min=hw.memory_min_bytes), src))
+    if hw.nvme_count is not None:
+        out.append(Rule(Expectation(metric="host.nvme_count", unit="count", min=hw.nvme_count), src))
+    return out
+
+
+def build(suite: LoadedSuite, profile: LoadedProfile, only: Sequence[str] = (),
+          skip: Sequence[str] = ()) -> list[PlannedCheck]:
+    """Every selected check with its rules: profile rules, hardware rules, the check's own."""
+    profile_rules = [Rule(e, profile.profile.name) for e in profile.profile.expectations]
+    profile_rules += hardware_rules(profile.profile)
+    plan = []
+    for rc in select_checks(suite, only, skip):
+        names = rc.kind.metric_specs(rc.params).keys()
+        rules = applicable(profile_rules, rc.spec.id, names)
+        rules += [Rule(e, f"suite {suite.suite.name}") for e in rc.spec.expect]
+        plan.append(PlannedCheck(rc, tuple(rules)))
+    return plan
+
+
+def gpu_expectation_text(profile: Profile) -> str | None:
+    """'8 x NVIDIA H100 80GB HBM3' when the profile expects GPUs, else None."""
+    gpu = profile.hardware.gpu
+    if not gpu.count:
+        return None
+    return f"{gpu.count} x {gpu.models[0] if gpu.models else 'GPU'}"
+
+
+def select_profile(inventory: Mapping[str, Any],
+                   candidates: Sequence[LoadedProfile]) -> tuple[str, str]:
+    """Pick a profile name by the GPUs found (model and count); else 'generic'. Returns (name, why)."""
+    gpus = inventory.get("gpus", [])
+    if not gpus:
+        reason = inventory.get("nvml", {}).get("reason") or "no NVIDIA GPU found"
+        return "generic", f"auto: no GPU found ({reason}); using generic"
+    names = {g.get("name", "") for g in gpus}
+    found = f"{len(gpus)} x {', '.join(sorted(names))}"
+    matches = []
+    for lp in candidates:
+        hw = lp.profile.hardware.gpu
+        models = {m.lower() for m in hw.models}
+        if hw.count == len(gpus) and models and all(n.lower() in models for n in names):
+            matches.append(lp.profile.name)
+    if not matches:
+        return "generic", f"auto: found {found}; no profile lists that model and count; using generic"
+    matches.sort()
+    more = f" (also matched: {', '.join(matches[1:])})" if len(matches) > 1 else ""
+    return matches[0], f"auto: found {found}; matches hardware of profile {matches[0]}{more}"
+
+
+def render_dry_run(suite: LoadedSuite, profile: LoadedProfile, profile_reason: str,
+                   plan: Sequence[PlannedCheck], inventory: Mapping[str, Any],
+                   allow_destructive: bool) -> str:
+    """The plan as text: every check, its exact command lines, its expectations."""
+    lines = [f"suite   {suite.suite.name}  ({suite.path})",
+             f"profile {profile.profile.name}  ({profile.path}; {profile_reason})",
+             f"checks  {len(plan)}   --allow-destructive: {'yes' if allow_destructive else 'no'}", ""]
+    for n, pc in enumerate(plan, 1):
+        c = pc.check
+        extra = []
+        if c.repeat > 1:
+            extra.append(f"repeat {c.repeat}")
+        if c.spec.needs or c.kind.needs:
+            extra.append("needs " + ",".join(sorted({*c.spec.needs, *c.kind.needs})))
+        if c.spec.destructive:
+            extra.append("destructive")
+        lines.append(f"{n}. {c.spec.id}  [{c.kind.name}]  timeout {c.timeout_s:g} s"
+                     + (f"  {'  '.join(extra)}" if extra else ""))
+        try:
+            commands = c.kind.plan(c.params, inventory)
+        except Exception as e:
+            commands = ()
+            lines.append(f"   (cannot show commands: {e})")
+        for cmd in commands:
+            lines.append(f"   $ {shlex.join(cmd.argv)}" + (f"   # {cmd.note}" if cmd.note else ""))
+        if not pc.rules:
+            lines.append("   (no expectations: metrics are recorded only)")
+        for r in pc.rules:
+            ex = r.expectation
+            sel = ",".join(f"{k}={v}" for k, v in sorted(ex.labels.items()))
+            lo, hi = band(ex)
+            lines.append(f"   expect {ex.metric}{{{sel}}} {ex.reduce}: {describe_band(lo, hi, ex.unit)}"
+                         f"  [{ex.severity}{', xfail' if ex.xfail else ''}; {r.source}]")
+        lines.append("")
+    return "\n".join(lines)

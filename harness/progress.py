@@ -1,0 +1,134 @@
+"""Progress: a live rich display on a terminal, plain timestamped lines otherwise (CI logs)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import datetime, timezone
+from typing import Any, Protocol, TextIO
+
+from harness.model import CheckResult, RunRecord
+
+
+class Progress(Protocol):
+    def start(self, suite: str, profile: str, total: int, run_dir: str) -> None: ...
+    def check_started(self, index: int, check_id: str, kind: str, timeout_s: float,
+                      estimate_s: float | None) -> None: ...
+    def note(self, text: str) -> None: ...
+    def check_finished(self, result: CheckResult) -> None: ...
+    def finish(self, record: RunRecord) -> None: ...
+
+
+def _stamp() -> str:
+    return datetime.now(timezone.utc).strftime("%H:%M:%S")
+
+
+def _last_numbers(result: CheckResult, n: int = 3) -> str:
+    if result.message:
+        return result.message
+    parts = []
+    for m in result.metrics[:n]:
+        lab = ",".join(f"{v}" for v in m.labels.values())
+        parts.append(f"{m.name}{'[' + lab + ']' if lab else ''}={m.value:.4g} {m.unit}")
+    return "; ".join(parts)
+
+
+class PlainProgress:
+    """One timestamped line per event."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self.out = stream or sys.stderr
+        self.total = 0
+
+    def _p(self, text: str) -> None:
+        print(f"{_stamp()} {text}", file=self.out, flush=True)
+
+    def start(self, suite: str, profile: str, total: int, run_dir: str) -> None:
+        self.total = total
+        self._p(f"suite {suite}, profile {profile}, {total} check(s) -> {run_dir}")
+
+    def check_started(self, index: int, check_id: str, kind: str, timeout_s: float,
+                      estimate_s: float | None) -> None:
+        est = f", about {estimate_s:.0f} s" if estimate_s else ""
+        self._p(f"[{index}/{self.total}] {check_id} ({kind}) started (timeout {timeout_s:g} s{est})")
+
+    def note(self, text: str) -> None:
+        self._p(f"    {text}")
+
+    def check_finished(self, result: CheckResult) -> None:
+        self._p(f"    {result.id}: {result.status.value.upper()} in {result.duration_s:.1f} s"
+                + (f" - {_last_numbers(result)}" if _last_numbers(result) else ""))
+
+    def finish(self, record: RunRecord) -> None:
+        pass
+
+
+class RichProgress:
+    """A live panel: current check, elapsed and remaining, and the last numbers."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.console = Console(stderr=True)
+        self.live = Live(console=self.console, refresh_per_second=4, transient=True,
+                         get_renderable=self._render)
+        self.total = 0
+        self.current: dict[str, Any] = {}
+        self.last = ""
+
+    def _render(self) -> Any:
+        from rich.text import Text
+
+        if not self.current:
+            return Text("")
+        c = self.current
+        elapsed = time.monotonic() - c["t0"]
+        remain = (f", ~{max(0.0, c['estimate'] - elapsed):.0f} s left" if c["estimate"]
+                  else f", timeout {c['timeout']:g} s")
+        t = Text()
+        t.append(f"[{c['index']}/{self.total}] ", style="bold")
+        t.append(f"{c['id']} ({c['kind']}) ", style="cyan")
+        t.append(f"{elapsed:.0f} s elapsed{remain}")
+        if c.get("note"):
+            t.append(f"\n  {c['note']}", style="dim")
+        if self.last:
+            t.append(f"\n  last: {self.last}", style="dim")
+        return t
+
+    def start(self, suite: str, profile: str, total: int, run_dir: str) -> None:
+        self.total = total
+        self.console.print(f"suite {suite}, profile {profile}, {total} check(s) -> {run_dir}",
+                           highlight=False, markup=False)
+        self.live.start()
+
+    def check_started(self, index: int, check_id: str, kind: str, timeout_s: float,
+                      estimate_s: float | None) -> None:
+        self.current = {"index": index, "id": check_id, "kind": kind, "timeout": timeout_s,
+                        "estimate": estimate_s, "t0": time.monotonic()}
+
+    def note(self, text: str) -> None:
+        self.current["note"] = text
+
+    def check_finished(self, result: CheckResult) -> None:
+        colour = {"passed": "green", "warned": "yellow", "failed": "red", "errored": "magenta"}.get(
+            result.status.value, "white")
+        from rich.text import Text
+
+        self.last = _last_numbers(result)
+        line = Text("  ")
+        line.append(f"{result.status.value.upper():8}", style=colour)
+        line.append(f" {result.id} ({result.duration_s:.1f} s) {self.last}")
+        self.console.print(line, highlight=False)
+        self.current = {}
+
+    def finish(self, record: RunRecord) -> None:
+        self.live.stop()
+
+
+def choose(stream: TextIO | None = None) -> Progress:
+    """Rich on a terminal, plain lines elsewhere."""
+    s = stream or sys.stderr
+    if s.isatty():
+        return RichProgress()
+    return PlainProgress(s)

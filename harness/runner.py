@@ -1,0 +1,247 @@
+"""Orchestration: plan, run each check, judge it, persist it at once; survive signals.
+
+SIGINT/SIGTERM kill the running tool's process group, mark the rest "not run", and the run
+still writes results.json, report.html and junit.xml.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from harness import __version__, results
+from harness.checks.base import CheckContext
+from harness.compare import evaluate, status_of
+from harness.errors import GuardRefusal, HarnessError, SkipCheck, StorageError, ToolError
+from harness.model import CheckResult, Metric, RunRecord, Status
+from harness.plan import PlannedCheck
+from harness.platform import proc
+from harness.progress import PlainProgress, Progress
+
+log = logging.getLogger("harness")
+
+SIGNAL_NAMES: dict[int, str] = {int(signal.SIGINT): "SIGINT", int(signal.SIGTERM): "SIGTERM"}
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def iso(t: datetime) -> str:
+    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def make_run_dir(output: Path, hostname: str, now: datetime | None = None) -> Path:
+    """output/<hostname>-<UTC timestamp>, made unique when two runs start in one second."""
+    stamp = (now or utcnow()).strftime("%Y%m%dT%H%M%SZ")
+    safe_host = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in hostname) or "host"
+    base = output / f"{safe_host}-{stamp}"
+    path, n = base, 1
+    while True:
+        try:
+            path.mkdir(parents=True)
+            return path
+        except FileExistsError:
+            n += 1
+            path = base.with_name(f"{base.name}-{n}")
+        except OSError as e:
+            raise StorageError(f"{path}: cannot create run directory: {e.strerror}") from e
+
+
+@dataclass
+class RunContext:
+    """What the runner needs besides the plan."""
+
+    run_dir: Path
+    suite_info: Mapping[str, Any]
+    profile_info: Mapping[str, Any]
+    inventory: Mapping[str, Any]
+    gpu_expectation: str | None = None  # '8 x NVIDIA H100 ...' when the profile expects GPUs
+    allow_destructive: bool = False
+    argv: tuple[str, ...] = ()
+    progress: Progress = field(default_factory=PlainProgress)
+
+
+class Runner:
+    """Runs a plan into a run directory. One instance per run."""
+
+    def __init__(self, plan: list[PlannedCheck], ctx: RunContext) -> None:
+        self.plan = plan
+        self.ctx = ctx
+        self.signum: int | None = None
+        self.results: dict[str, CheckResult] = {}
+        self.started = utcnow()
+
+    # -- signals ------------------------------------------------------------------------
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is None:
+            self.signum = signum
+            log.warning("received %s: stopping the running check", SIGNAL_NAMES.get(signum, signum))
+        proc.kill_all()
+
+    # -- the run ------------------------------------------------------------------------
+    def run(self) -> RunRecord:
+        handler = _FileLog(self.ctx.run_dir / "harness.log")
+        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self.ctx.progress.start(self.ctx.suite_info["name"], self.ctx.profile_info["name"],
+                                    len(self.plan), str(self.ctx.run_dir))
+            self._persist()
+            for i, pc in enumerate(self.plan, 1):
+                if self.signum is not None:
+                    break
+                result = self._run_one(i, pc)
+                self.results[pc.id] = result
+                results.write_check(self.ctx.run_dir, result)
+                self._persist()
+                self.ctx.progress.check_finished(result)
+            record = self._record(final=True)
+            self._write_final(record)
+            self.ctx.progress.finish(record)
+            return record
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+            handler.close()
+
+    def _run_one(self, index: int, pc: PlannedCheck) -> CheckResult:
+        c = pc.check
+        est = c.kind.estimate_s(c.params) * c.repeat if c.kind.estimate_s else None
+        self.ctx.progress.check_started(index, pc.id, c.kind.name, c.timeout_s, est)
+        log.info("check %s (%s) started", pc.id, c.kind.name)
+        started = utcnow()
+        t0 = time.monotonic()
+        cctx = CheckContext(check_id=pc.id, run_dir=self.ctx.run_dir, timeout_s=c.timeout_s,
+                            destructive=c.spec.destructive,
+                            allow_destructive=self.ctx.allow_destructive,
+                            inventory=self.ctx.inventory, log=log, progress=self.ctx.progress.note)
+        base = CheckResult(id=pc.id, kind=c.kind.name, status=Status.ERRORED, started=iso(started))
+        metrics: list[Metric] = []
+        problems: list[str] = []
+        details: dict[str, Any] = {}
+        summary = ""
+        try:
+            self._check_needs(pc)
+            for rep in range(1, c.repeat + 1):
+                out = c.kind.run(c.params, cctx)
+                extra = {"repeat": rep} if c.repeat > 1 else {}
+                metrics += [Metric(m.name, m.value, m.unit, {**m.labels, **extra}) for m in out.metrics]
+                problems += [f"repeat {rep}: {p}" if extra else p for p in out.problems]
+                details.update(out.details)
+                summary = out.summary
+                if self.signum is not None:
+                    break
+        except SkipCheck as e:
+            return self._done(base, t0, cctx, Status.SKIPPED, str(e), metrics, details=details)
+        except (ToolError, GuardRefusal) as e:
+            if self.signum is not None:
+                return self._interrupted(base, t0, cctx, metrics)
+            msg = str(e)
+            if isinstance(e, ToolError) and e.output_tail and e.output_tail not in msg:
+                details["output_tail"] = e.output_tail[-2000:]
+            return self._done(base, t0, cctx, Status.ERRORED, msg, metrics, details=details)
+        except StorageError:
+            raise
+        except HarnessError as e:
+            return self._done(base, t0, cctx, Status.ERRORED, str(e), metrics, details=details)
+        except Exception as e:  # a bug in a check must not lose the other checks' results
+            log.error("internal error in check %s:\n%s", pc.id, traceback.format_exc())
+            return self._done(base, t0, cctx, Status.ERRORED,
+                              f"internal error: {type(e).__name__}: {e} (traceback in harness.log)",
+                              metrics, details=details)
+        if self.signum is not None:
+            return self._interrupted(base, t0, cctx, metrics)
+        if problems:
+            return self._done(base, t0, cctx, Status.ERRORED, "invalid run: " + "; ".join(problems[:3]),
+                              metrics, problems=problems, details=details)
+        evaluations = evaluate(pc.rules, metrics)
+        return self._done(base, t0, cctx, status_of(evaluations), summary, metrics,
+                          evaluations=evaluations, details=details)
+
+    def _check_needs(self, pc: PlannedCheck) -> None:
+        needs = {*pc.check.spec.needs, *pc.check.kind.needs}
+        if "root" in needs and os.geteuid() != 0:
+            raise SkipCheck("needs root")
+        if needs & {"gpu", "nvml"} and not self.ctx.inventory.get("gpus"):
+            reason = self.ctx.inventory.get("nvml", {}).get("reason") or "no NVIDIA GPU found"
+            if self.ctx.gpu_expectation:
+                raise HarnessError(f"profile expects {self.ctx.gpu_expectation}, found 0 ({reason})")
+            raise SkipCheck(f"no NVIDIA GPU: {reason}")
+
+    def _done(self, base: CheckResult, t0: float, cctx: CheckContext, status: Status, message: str,
+              metrics: list[Metric], *, problems: list[str] | None = None,
+              evaluations: tuple[Any, ...] = (), details: Mapping[str, Any] | None = None) -> CheckResult:
+        log.info("check %s %s: %s", base.id, status.value, message)
+        return replace(base, status=status, message=message, duration_s=time.monotonic() - t0,
+                       metrics=tuple(metrics), evaluations=evaluations,
+                       problems=tuple(problems or ()), tool_runs=tuple(cctx.tool_runs),
+                       details=dict(details or {}))
+
+    def _interrupted(self, base: CheckResult, t0: float, cctx: CheckContext,
+                     metrics: list[Metric]) -> CheckResult:
+        name = SIGNAL_NAMES.get(self.signum or 0, str(self.signum))
+        return self._done(base, t0, cctx, Status.NOT_RUN, f"interrupted by {name} while running",
+                          metrics)
+
+    # -- persistence --------------------------------------------------------------------
+    def _record(self, final: bool) -> RunRecord:
+        checks = []
+        for pc in self.plan:
+            if pc.id in self.results:
+                checks.append(self.results[pc.id])
+            else:
+                if self.signum is not None:
+                    why = "not run: interrupted by " + SIGNAL_NAMES.get(self.signum, str(self.signum))
+                else:
+                    why = "not run" if final else "pending"
+                checks.append(CheckResult(pc.id, pc.check.kind.name, Status.NOT_RUN, why))
+        now = utcnow()
+        return RunRecord(
+            run_id=self.ctx.run_dir.name, host=str(self.ctx.inventory.get("host", {}).get("hostname")),
+            suite=self.ctx.suite_info, profile=self.ctx.profile_info, started=iso(self.started),
+            finished=iso(now) if final else "", duration_s=(now - self.started).total_seconds(),
+            inventory=self.ctx.inventory, checks=tuple(checks), harness_version=__version__,
+            argv=self.ctx.argv, interrupted=self.signum is not None,
+        )
+
+    def _persist(self) -> None:
+        results.write(self.ctx.run_dir, self._record(final=False))
+
+    def _write_final(self, record: RunRecord) -> None:
+        from harness.report import write_reports
+
+        results.write(self.ctx.run_dir, record)
+        write_reports(record, self.ctx.run_dir)
+        log.info("verdict %s %s", record.verdict, record.counts)
+
+
+class _FileLog:
+    """Attach a file handler for the run's log to the 'harness' logger."""
+
+    def __init__(self, path: Path) -> None:
+        self.handler = logging.FileHandler(path, encoding="utf-8")
+        self.handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        log.addHandler(self.handler)
+        log.setLevel(logging.INFO)
+
+    def close(self) -> None:
+        log.removeHandler(self.handler)
+        self.handler.close()
+
+
+def exit_code(record: RunRecord, signum: int | None) -> int:
+    """0 accepted, 1 rejected, 128+signal when interrupted (130 SIGINT, 143 SIGTERM)."""
+    if signum is not None:
+        return 128 + signum
+    return 0 if record.verdict == "ACCEPTED" else 1
+
+
