@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Install what the harness needs on a fresh Debian/Ubuntu machine (as root), into ./.venv.
+#   scripts/setup.sh          runtime: fio, util-linux, Python venv with the package
+#   scripts/setup.sh --test   also what the tests need: chromium, e2fsprogs, iperf3, stress-ng, test extras
+set -euo pipefail
+cd "$(dirname "$0")/.."
+want_test=0; [ "${1:-}" = "--test" ] && want_test=1
+
+pkgs=(fio util-linux python3 python3-venv python3-pip)
+[ $want_test = 1 ] && pkgs+=(chromium e2fsprogs fdisk iperf3 stress-ng)
+missing=()
+for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then echo "setup: missing Debian packages ${missing[*]}; run as root" >&2; exit 1; fi
+  echo "setup: apt-get install ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+extra=""; [ $want_test = 1 ] && extra="[test]"
+.venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extra}"
+echo "setup: ok ($(.venv/bin/harness --version))"
