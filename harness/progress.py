@@ -70,12 +70,12 @@ class RichProgress:
         from rich.console import Console
         from rich.live import Live
 
-        self.console = Console(stderr=True)
-        self.live = Live(console=self.console, refresh_per_second=4, transient=True,
-                         get_renderable=self._render)
         self.total = 0
         self.current: dict[str, Any] = {}
         self.last = ""
+        self.console = Console(stderr=True)
+        self.live = Live(console=self.console, refresh_per_second=4, transient=True,
+                         get_renderable=self._render)
 
     def _render(self) -> Any:
         from rich.text import Text

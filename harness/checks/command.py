@@ -103,9 +103,10 @@ def run(params: CommandParams, ctx: CheckContext) -> CheckOutput:
         problems.append(f"{' '.join(params.argv)}: {how} (expected {params.expect_rc})"
                         + (f": {res.tail(300)}" if res.tail(300) else ""))
     metrics, more = extract_metrics(params, res.stdout(), res.stderr())
+    shown = "; ".join(f"{m.name}={m.value:.4g} {m.unit}" for m in metrics[:4])
     metrics.append(Metric("command.duration", round(res.duration_s, 6), SECONDS))
     return CheckOutput(metrics=tuple(metrics), problems=tuple(problems + more),
-                       summary=f"exit {res.rc} in {res.duration_s:.2f} s, {len(metrics) - 1} metric(s)")
+                       summary=f"exit {res.rc} in {res.duration_s:.2f} s" + (f": {shown}" if shown else ""))
 
 
 def plan(params: CommandParams, inventory: Mapping[str, Any]) -> Sequence[PlannedCommand]:
