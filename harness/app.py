@@ -4,20 +4,34 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError, ConfigProblem, UsageError
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from harness.config import LoadedProfile, LoadedSuite
+    from harness.model import CheckResult
+    from harness.plan import PlannedCheck
 
 
 def run(*, suite: str | None, profile: str | None, output: Path, only: Sequence[str] = (),
         skip: Sequence[str] = (), dry_run: bool = False, allow_destructive: bool = False,
         argv: tuple[str, ...] = (), inventory_probe: Callable[[], Mapping[str, Any]] | None = None,
-        ) -> int:
-    """`harness run`: returns the exit code."""
-    from harness import config, plan, progress
+        resume: Path | None = None) -> int:
+    """`harness run` (or `harness run --resume RUN_DIR`): returns the exit code."""
+    from harness import config, plan
     from harness.platform import sysinfo
-    from harness.runner import RunContext, Runner, exit_code, make_run_dir
+    from harness.resume import digest
 
+    if resume is not None:
+        given = [n for n, v in (("SUITE", suite), ("--profile", profile), ("--only", only),
+                                ("--skip", skip), ("--dry-run", dry_run)) if v]
+        if given:
+            raise UsageError(f"--resume takes the suite, profile and checks from RUN_DIR/results.json; "
+                             f"drop {', '.join(given)}")
+        return _resume(resume, allow_destructive, inventory_probe)
     loaded = config.load_suite(config.find_suite(suite or "smoke"))
     checks = plan.select_checks(loaded, only, skip)  # argument errors before any work
     inventory = dict(inventory_probe() if inventory_probe else sysinfo.collect())
@@ -33,19 +47,81 @@ def run(*, suite: str | None, profile: str | None, output: Path, only: Sequence[
     if dry_run:
         print(plan.render_dry_run(loaded, prof, reason, planned, inventory, allow_destructive))
         return 0
+    suite_info = {"name": loaded.suite.name, "path": str(loaded.path),
+                  "description": loaded.suite.description, "digest": digest(loaded.suite),
+                  "file": str(loaded.path.resolve()), "selected": [pc.id for pc in planned]}
+    profile_info = {"name": prof.profile.name, "path": str(prof.path), "reason": reason,
+                    "chain": list(prof.chain), "digest": digest(prof.profile),
+                    "file": str(prof.path.resolve())}
+    return _launch(planned, loaded, prof, suite_info, profile_info, inventory, output=output,
+                   run_dir=None, allow_destructive=allow_destructive, argv=argv)
+
+
+def _resume(run_dir: Path, allow_destructive: bool,
+            inventory_probe: Callable[[], Mapping[str, Any]] | None) -> int:
+    """Finish RUN_DIR: same suite, profile and checks; finished checks are kept."""
+    from datetime import datetime
+
+    from harness import plan, resume
+    from harness.platform import sysinfo
+    from harness.runner import iso, utcnow
+
+    r = resume.prepare(run_dir)
+    inventory = dict(inventory_probe() if inventory_probe else sysinfo.collect())
     host = str(inventory.get("host", {}).get("hostname") or "host")
-    run_dir = make_run_dir(output, host)
-    ctx = RunContext(
-        run_dir=run_dir,
-        suite_info={"name": loaded.suite.name, "path": str(loaded.path),
-                    "description": loaded.suite.description},
-        profile_info={"name": prof.profile.name, "path": str(prof.path), "reason": reason,
-                      "chain": list(prof.chain)},
-        inventory=inventory, gpu_expectation=plan.gpu_expectation_text(prof.profile),
-        allow_destructive=allow_destructive, argv=argv, progress=progress.choose(),
-    )
-    runner = Runner(planned, ctx)
-    record = runner.run()
+    if r.record.host != host:
+        raise UsageError(f"{run_dir} was started on host {r.record.host}, this is {host}; "
+                         "resume it on its own node")
+    planned = plan.build(r.suite, r.profile, r.selected)
+    started = datetime.fromisoformat(r.record.started.replace("Z", "+00:00"))
+    return _launch(planned, r.suite, r.profile, dict(r.record.suite), dict(r.record.profile),
+                   inventory, output=run_dir.parent, run_dir=run_dir,
+                   allow_destructive=allow_destructive, argv=r.record.argv, previous=r.finished,
+                   started=started, resumed=(*r.record.resumed, iso(utcnow())))
+
+
+def _launch(planned: Sequence[PlannedCheck], loaded: LoadedSuite, prof: LoadedProfile,
+            suite_info: Mapping[str, Any], profile_info: Mapping[str, Any],
+            inventory: Mapping[str, Any], *, output: Path, run_dir: Path | None,
+            allow_destructive: bool, argv: tuple[str, ...],
+            previous: Mapping[str, CheckResult] | None = None, started: datetime | None = None,
+            resumed: tuple[str, ...] = ()) -> int:
+    """Take the node's run lock, clean up after a crashed run, run the plan, print the verdict."""
+    import os
+    import sys
+
+    from harness import history, plan, progress, resume
+    from harness.platform import ledger
+    from harness.platform.runlock import RunLock
+    from harness.runner import RunContext, Runner, exit_code, iso, make_run_dir, utcnow
+
+    previous = previous or {}
+    os.umask(os.umask(0o022) | 0o022)  # nothing the run writes is group- or world-writable
+    with RunLock() as lock:
+        notes: list[str] = []
+        crashed = lock.acquire(iso(utcnow()))
+        if crashed is not None and crashed.run_dir:
+            notes += ledger.reap_stale(Path(crashed.run_dir), busy_ok=True)
+        if run_dir is None:
+            run_dir = make_run_dir(output, str(inventory.get("host", {}).get("hostname") or "host"))
+        else:
+            notes += ledger.reap_stale(run_dir)
+            resume.clear_partial(run_dir, [pc.id for pc in planned if pc.id not in previous])
+        lock.set_run_dir(run_dir)
+        for n in notes:
+            print(f"note: {n}", file=sys.stderr)
+        ctx = RunContext(
+            run_dir=run_dir, suite_info=suite_info, profile_info=profile_info, inventory=inventory,
+            gpu_expectation=plan.gpu_expectation_text(prof.profile),
+            allow_destructive=allow_destructive, argv=argv, progress=progress.choose(),
+            previous=previous, started=started, resumed=resumed, notes=tuple(notes),
+            hardware=prof.profile.hardware.model_dump(),
+            config=tuple((r, prof.profile.name) for r in prof.profile.config),
+        )
+        runner = Runner(list(planned), ctx)
+        record = runner.run()
+    record = history.after_run(record, run_dir=run_dir, output=output,
+                               drift_rules=history.rules_of(loaded.suite, prof.profile))
     c = record.counts
     print(f"{record.verdict}: {c['passed']} passed, {c['warned']} warned, {c['failed']} failed, "
           f"{c['errored']} errored, {c['skipped']} skipped, {c['not_run']} not run")

@@ -36,15 +36,34 @@ def cli() -> None:
 @click.option("--dry-run", is_flag=True, help="print the plan (commands, expectations); run nothing")
 @click.option("--allow-destructive", is_flag=True,
               help="command-line half of the opt-in for raw-device writes")
+@click.option("--resume", metavar="RUN_DIR", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="finish a killed or interrupted run: rerun only its unfinished checks")
+@click.option("--history", type=click.Path(dir_okay=False, path_type=Path),
+              help="history store to record into (default: $HARNESS_HISTORY, else OUTPUT/history.sqlite; "
+                   "'off' records nothing)")
+@click.option("--quiet", "-q", is_flag=True,
+              help="print one line (verdict, failures, report) for a Slurm prolog or HealthCheckProgram")
 def run(suite: str | None, profile: str | None, output: Path, only: str | None, skip: str | None,
-        dry_run: bool, allow_destructive: bool) -> None:
+        dry_run: bool, allow_destructive: bool, resume: Path | None, history: Path | None,
+        quiet: bool) -> None:
     """Run SUITE (default: smoke) and write a report."""
+    import os
+
     from harness import app
 
-    code = app.run(suite=suite, profile=profile, output=output, only=_ids(only), skip=_ids(skip),
-                   dry_run=dry_run, allow_destructive=allow_destructive,
-                   argv=("harness", *sys.argv[1:]))
-    sys.exit(code)
+    if history is not None:  # read by harness.history at the end of the run
+        os.environ["HARNESS_HISTORY"] = str(history)
+
+    def launch() -> int:
+        return app.run(suite=suite, profile=profile, output=output, only=_ids(only), skip=_ids(skip),
+                       dry_run=dry_run, allow_destructive=allow_destructive,
+                       argv=("harness", *sys.argv[1:]), resume=resume)
+
+    if quiet:
+        from harness.quiet import run_quietly
+
+        sys.exit(run_quietly(launch))
+    sys.exit(launch())
 
 
 @cli.command()
@@ -104,6 +123,34 @@ def list_cmd() -> None:
     from harness.app import listing
 
     click.echo(listing())
+
+
+def _add_history_commands() -> None:
+    from harness.cli_history import baseline, compare, history
+
+    for command in (baseline, history, compare):
+        cli.add_command(command)
+
+
+_add_history_commands()
+
+
+def _add_audit_commands() -> None:
+    from harness.cli_audit import audit
+
+    cli.add_command(audit)
+
+
+_add_audit_commands()
+
+
+def _add_fleet_commands() -> None:
+    from harness.cli_fleet import fleet
+
+    cli.add_command(fleet)
+
+
+_add_fleet_commands()
 
 
 def main() -> None:

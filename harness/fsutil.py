@@ -17,23 +17,48 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+def _umask() -> int:
+    """The process umask, read without changing it (Linux /proc); 0o022 when unknown."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write beside `path` and rename over it; `durable` also fsyncs (survives power loss)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise StorageError(f"{path}: cannot write: {why_not(e)}") from e
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~_umask())  # like any new file (mkstemp makes 0600)
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except OSError as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        why = "no space left on device" if e.errno == errno.ENOSPC else (e.strerror or str(e))
-        raise StorageError(f"{path}: cannot write: {why}") from e
+        raise StorageError(f"{path}: cannot write: {why_not(e)}") from e
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=False, allow_nan=False) + "\n")
+def why_not(e: OSError) -> str:
+    """An OSError's reason in lower case, e.g. 'no space left on device'."""
+    if e.errno == errno.ENOSPC:
+        return "no space left on device"
+    text = e.strerror or str(e)
+    return text[:1].lower() + text[1:]
+
+
+def atomic_write_json(path: Path, obj: Any, *, durable: bool = True) -> None:
+    text = json.dumps(obj, indent=1, sort_keys=False, allow_nan=False) + "\n"
+    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)

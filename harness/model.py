@@ -184,6 +184,8 @@ class RunRecord:
     argv: tuple[str, ...] = ()
     interrupted: bool = False
     format_version: int = FORMAT_VERSION
+    history: Mapping[str, Any] = field(default_factory=dict)  # node, trends, changes (harness.history)
+    resumed: tuple[str, ...] = ()  # UTC times `harness run --resume` continued this run
 
     @property
     def counts(self) -> dict[str, int]:
@@ -210,6 +212,7 @@ class RunRecord:
             "duration_s": round(self.duration_s, 3), "interrupted": self.interrupted,
             "harness_version": self.harness_version, "argv": list(self.argv),
             "inventory": dict(self.inventory), "checks": [c.to_dict() for c in self.checks],
+            "history": dict(self.history), "resumed": list(self.resumed),
         }
 
     @classmethod
@@ -223,4 +226,6 @@ class RunRecord:
             harness_version=d.get("harness_version", ""), argv=tuple(d.get("argv", [])),
             interrupted=bool(d.get("interrupted", False)),
             format_version=int(d.get("format_version", FORMAT_VERSION)),
+            history=dict(d.get("history") or {}),
+            resumed=tuple(d.get("resumed") or ()),
         )

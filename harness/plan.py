@@ -52,6 +52,7 @@ def hardware_rules(profile: Profile) -> list[Rule]:
         out.append(Rule(Expectation(metric="host.memory", unit="B", min=hw.memory_min_bytes), src))
     if hw.nvme_count is not None:
         out.append(Rule(Expectation(metric="host.nvme_count", unit="count", min=hw.nvme_count), src))
+        out.append(Rule(Expectation(metric="nvme.count", unit="count", min=hw.nvme_count), src))
     return out
 
 
@@ -124,7 +125,11 @@ def render_dry_run(suite: LoadedSuite, profile: LoadedProfile, profile_reason: s
             lines.append(f"   (cannot show commands: {e})")
         for cmd in commands:
             lines.append(f"   $ {shlex.join(cmd.argv)}" + (f"   # {cmd.note}" if cmd.note else ""))
-        if not pc.rules:
+        if c.kind.name == "config_audit":
+            from harness.config.factrule import plan_lines
+
+            lines += plan_lines(profile.profile.name, profile.profile.config, getattr(c.params, "rules", []))
+        elif not pc.rules:
             lines.append("   (no expectations: metrics are recorded only)")
         for r in pc.rules:
             ex = r.expectation

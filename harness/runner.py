@@ -1,30 +1,36 @@
 """Orchestration: plan, run each check, judge it, persist it at once; survive signals.
 
 SIGINT/SIGTERM kill the running tool's process group, mark the rest "not run", and the run
-still writes results.json, report.html and junit.xml.
+still writes results.json, report.html and junit.xml. Live tool groups are recorded in
+RUN_DIR/.running (platform/ledger) so a SIGKILLed run can be cleaned up and resumed. When a
+result cannot be written (disk full) the run stops: unsaved results would be lost anyway.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import math
 import os
 import signal
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from harness import __version__, results
+from harness import __version__, results, telemetry
 from harness.checks.base import CheckContext
 from harness.compare import evaluate, status_of
 from harness.errors import GuardRefusal, HarnessError, SkipCheck, StorageError, ToolError
-from harness.model import CheckResult, Metric, RunRecord, Status
+from harness.fsutil import why_not
+from harness.model import CheckResult, Evaluation, Metric, RunRecord, Status
 from harness.plan import PlannedCheck
 from harness.platform import proc
+from harness.platform.ledger import Ledger
 from harness.progress import PlainProgress, Progress
 
 log = logging.getLogger("harness")
@@ -54,7 +60,7 @@ def make_run_dir(output: Path, hostname: str, now: datetime | None = None) -> Pa
             n += 1
             path = base.with_name(f"{base.name}-{n}")
         except OSError as e:
-            raise StorageError(f"{path}: cannot create run directory: {e.strerror}") from e
+            raise StorageError(f"{path}: cannot create run directory: {why_not(e)}") from e
 
 
 @dataclass
@@ -69,6 +75,12 @@ class RunContext:
     allow_destructive: bool = False
     argv: tuple[str, ...] = ()
     progress: Progress = field(default_factory=PlainProgress)
+    previous: Mapping[str, CheckResult] = field(default_factory=dict)  # kept when resuming
+    started: datetime | None = None  # the first attempt's start, when resuming
+    resumed: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # for harness.log, e.g. leftovers of a crashed run cleaned up
+    hardware: Mapping[str, Any] = field(default_factory=dict)  # the profile's hardware block
+    config: tuple[tuple[Any, str], ...] = ()  # the profile's config: rules, with its name
 
 
 class Runner:
@@ -79,7 +91,8 @@ class Runner:
         self.ctx = ctx
         self.signum: int | None = None
         self.results: dict[str, CheckResult] = {}
-        self.started = utcnow()
+        self.saved: set[str] = set()
+        self.started = ctx.started or utcnow()
 
     # -- signals ------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -91,27 +104,50 @@ class Runner:
     # -- the run ------------------------------------------------------------------------
     def run(self) -> RunRecord:
         handler = _FileLog(self.ctx.run_dir / "harness.log")
+        ledger = Ledger(self.ctx.run_dir, log)
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
+            for note in self.ctx.notes:
+                log.warning("%s", note)
+            ledger.open()
             self.ctx.progress.start(self.ctx.suite_info["name"], self.ctx.profile_info["name"],
                                     len(self.plan), str(self.ctx.run_dir))
             self._persist()
             for i, pc in enumerate(self.plan, 1):
                 if self.signum is not None:
                     break
+                if pc.id in self.ctx.previous:
+                    self._keep(self.ctx.previous[pc.id])
+                    continue
                 result = self._run_one(i, pc)
                 self.results[pc.id] = result
                 results.write_check(self.ctx.run_dir, result)
+                self.saved.add(pc.id)
                 self._persist()
                 self.ctx.progress.check_finished(result)
             record = self._record(final=True)
             self._write_final(record)
             self.ctx.progress.finish(record)
             return record
+        except StorageError as e:
+            proc.kill_all()  # nothing keeps running once results cannot be kept
+            done = len(self.saved) + sum(1 for pc in self.plan if pc.id in self.ctx.previous)
+            fix = "free space" if "no space left" in str(e) else "fix that"
+            msg = (f"{e}; run stopped, results cannot be saved ({done} of {len(self.plan)} checks "
+                   f"saved); {fix}, then: harness run --resume {self.ctx.run_dir}")
+            log.error("%s", msg)
+            raise StorageError(msg) from e
         finally:
+            ledger.close()
             for s, h in old.items():
                 signal.signal(s, h)
             handler.close()
+
+    def _keep(self, result: CheckResult) -> None:
+        self.results[result.id] = result
+        log.info("check %s kept from the earlier attempt: %s", result.id, result.status.value)
+        self.ctx.progress.note(f"{result.id}: {result.status.value.upper()} (kept from the earlier "
+                               "attempt)")
 
     def _run_one(self, index: int, pc: PlannedCheck) -> CheckResult:
         c = pc.check
@@ -123,19 +159,23 @@ class Runner:
         cctx = CheckContext(check_id=pc.id, run_dir=self.ctx.run_dir, timeout_s=c.timeout_s,
                             destructive=c.spec.destructive,
                             allow_destructive=self.ctx.allow_destructive,
-                            inventory=self.ctx.inventory, log=log, progress=self.ctx.progress.note)
+                            inventory=self.ctx.inventory, log=log, progress=self.ctx.progress.note,
+                            hardware=self.ctx.hardware, config=self.ctx.config)
         base = CheckResult(id=pc.id, kind=c.kind.name, status=Status.ERRORED, started=iso(started))
         metrics: list[Metric] = []
         problems: list[str] = []
         details: dict[str, Any] = {}
         summary = ""
+        own: list[Evaluation] = []  # the check's own judgements (e.g. the sibling rule)
         try:
             self._check_needs(pc)
             for rep in range(1, c.repeat + 1):
-                out = c.kind.run(c.params, cctx)
+                out = telemetry.observe(c.kind, c.params, cctx)  # GPU telemetry alongside
                 extra = {"repeat": rep} if c.repeat > 1 else {}
-                metrics += [Metric(m.name, m.value, m.unit, {**m.labels, **extra}) for m in out.metrics]
-                problems += [f"repeat {rep}: {p}" if extra else p for p in out.problems]
+                good, odd = _finite(out.metrics)
+                metrics += [Metric(m.name, m.value, m.unit, {**m.labels, **extra}) for m in good]
+                own += [replace(e, labels={**e.labels, **extra}) for e in out.evaluations]
+                problems += [f"repeat {rep}: {p}" if extra else p for p in (*out.problems, *odd)]
                 details.update(out.details)
                 summary = out.summary
                 if self.signum is not None:
@@ -154,6 +194,9 @@ class Runner:
         except HarnessError as e:
             return self._done(base, t0, cctx, Status.ERRORED, str(e), metrics, details=details)
         except Exception as e:  # a bug in a check must not lose the other checks' results
+            if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+                where = e.filename or self.ctx.run_dir  # raw output cannot be kept: stop the run
+                raise StorageError(f"{where}: cannot write: {why_not(e)}") from e
             log.error("internal error in check %s:\n%s", pc.id, traceback.format_exc())
             return self._done(base, t0, cctx, Status.ERRORED,
                               f"internal error: {type(e).__name__}: {e} (traceback in harness.log)",
@@ -163,7 +206,7 @@ class Runner:
         if problems:
             return self._done(base, t0, cctx, Status.ERRORED, "invalid run: " + "; ".join(problems[:3]),
                               metrics, problems=problems, details=details)
-        evaluations = evaluate(pc.rules, metrics)
+        evaluations = evaluate(pc.rules, metrics) + tuple(own)
         return self._done(base, t0, cctx, status_of(evaluations), summary, metrics,
                           evaluations=evaluations, details=details)
 
@@ -210,7 +253,7 @@ class Runner:
             suite=self.ctx.suite_info, profile=self.ctx.profile_info, started=iso(self.started),
             finished=iso(now) if final else "", duration_s=(now - self.started).total_seconds(),
             inventory=self.ctx.inventory, checks=tuple(checks), harness_version=__version__,
-            argv=self.ctx.argv, interrupted=self.signum is not None,
+            argv=self.ctx.argv, interrupted=self.signum is not None, resumed=self.ctx.resumed,
         )
 
     def _persist(self) -> None:
@@ -224,11 +267,41 @@ class Runner:
         log.info("verdict %s %s", record.verdict, record.counts)
 
 
+def _finite(metrics: Sequence[Metric]) -> tuple[list[Metric], list[str]]:
+    """Metrics with a finite value, and a problem for each that has none: NaN or inf cannot be
+    judged, and results.json (strict JSON) cannot hold them."""
+    good, problems = [], []
+    for m in metrics:
+        if isinstance(m.value, (int, float)) and math.isfinite(m.value):
+            good.append(m)
+        else:
+            labels = ",".join(f"{k}={v}" for k, v in m.labels.items())
+            problems.append(f"{m.name}{{{labels}}} is not a finite number ({m.value!r})")
+    return good, problems
+
+
+class _QuietFileHandler(logging.FileHandler):
+    """A log file that, when it cannot be written (disk full), stops trying instead of printing
+    a traceback per line; the run reports the storage problem itself."""
+
+    failed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        self.failed = True
+
+
 class _FileLog:
     """Attach a file handler for the run's log to the 'harness' logger."""
 
     def __init__(self, path: Path) -> None:
-        self.handler = logging.FileHandler(path, encoding="utf-8")
+        try:
+            self.handler: logging.FileHandler = _QuietFileHandler(path, encoding="utf-8")
+        except OSError as e:
+            raise StorageError(f"{path}: cannot write: {why_not(e)}") from e
         self.handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
         log.addHandler(self.handler)
         log.setLevel(logging.INFO)

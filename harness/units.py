@@ -33,6 +33,7 @@ _TO_US = {"ns": 1e-3, "us": 1.0, "usec": 1.0, "ms": 1e3, "s": 1e6}
 _TO_BYTES = {
     "B": 1, "K": 1024, "KB": 1000, "KiB": 1024, "M": 1024**2, "MB": 1000**2, "MiB": 1024**2,
     "G": 1024**3, "GB": 1000**3, "GiB": 1024**3, "T": 1024**4, "TB": 1000**4, "TiB": 1024**4,
+    "P": 1024**5, "PB": 1000**5, "PiB": 1024**5,
 }
 
 
@@ -57,12 +58,12 @@ def parse_size(text: str | int) -> int:
     if isinstance(text, int):
         return text
     s = text.strip()
-    num = s.rstrip("BbiKkMmGgTt")
+    num = s.rstrip("BbiKkMmGgTtPp")
     suffix = s[len(num):]
     if not num:
         raise ValueError(f"not a size: {text!r}")
     norm = suffix[:1].upper() + suffix[1:] if suffix else "B"
-    if norm in ("Kb", "Mb", "Gb", "Tb"):  # '4kb' means bytes to operators, not bits
+    if norm in ("Kb", "Mb", "Gb", "Tb", "Pb"):  # '4kb' means bytes to operators, not bits
         norm = norm[0]
     try:
         return int(float(num) * _TO_BYTES[norm])

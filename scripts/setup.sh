@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Install what the harness needs on a fresh Debian/Ubuntu machine (as root), into ./.venv.
 #   scripts/setup.sh          runtime: fio, util-linux, Python venv with the package
-#   scripts/setup.sh --test   also what the tests need: chromium, e2fsprogs, iperf3, stress-ng, test extras
+#   scripts/setup.sh --test   also what the tests need: chromium, e2fsprogs, iperf3, stress-ng, Slurm +
+#                             munge, prometheus-pushgateway, test extras
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want_test=0; [ "${1:-}" = "--test" ] && want_test=1
 
 pkgs=(fio util-linux python3 python3-venv python3-pip)
 [ $want_test = 1 ] && pkgs+=(chromium e2fsprogs fdisk iperf3 stress-ng)
+# the storage tests run the real nvme-cli and smartctl (their errors on a node without NVMe)
+[ $want_test = 1 ] && pkgs+=(nvme-cli smartmontools)
+# the fleet tests start a real Slurm lab (scripts/slurm-up.sh) and a real Pushgateway themselves
+[ $want_test = 1 ] && pkgs+=(slurmctld slurmd slurm-client munge prometheus-pushgateway)
 missing=()
 for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

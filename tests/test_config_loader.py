@@ -372,14 +372,14 @@ def test_profile_metrics_must_be_in_catalogue(tmp_path: Path) -> None:
     path = write(tmp_path, "p.yaml", """\
         name: p
         expectations:
-          - {metric: gpu.temp, unit: C, max: 80}
+          - {metric: gpu.tmp_max, unit: C, max: 80}
           - {metric: nccl.busbw, unit: Gb/s, min: 1}
           - {metric: gpu.temp_max, unit: C}
         """)
     with pytest.raises(ConfigError) as exc:
         load_profile(path)
     assert [str(p) for p in exc.value.problems] == [
-        f"{path}:3:14: unknown metric 'gpu.temp' (did you mean 'gpu.temp_max'?)",
+        f"{path}:3:14: unknown metric 'gpu.tmp_max' (did you mean 'gpu.temp_max'?)",
         f"{path}:4:32: unit 'Gb/s' does not match metric nccl.busbw (GB/s)",
         f"{path}:5:5: expectations[2]: give a reference (with lower/upper) or min/max",
     ]

@@ -97,7 +97,8 @@ def test_alias_bomb_refused_fast_and_small() -> None:
     finally:
         tracemalloc.stop()
     assert "too many nodes" in p.message and "alias bomb" in p.message
-    assert elapsed < 2.0
+    # 10^10 nodes if expanded: any bound proves it was not; generous so a loaded CI box passes.
+    assert elapsed < 30.0
     assert peak < 100 * 1024 * 1024
 
 

@@ -35,6 +35,7 @@ ALLOWED_TAGS = {
     "html", "head", "meta", "link", "title", "style", "body", "main", "h1", "h2", "h3", "p", "div", "span",
     "strong", "b", "code", "pre", "dl", "dt", "dd", "table", "thead", "tbody", "tr", "th", "td", "a",
     "details", "summary", "ul", "li", "footer", "section", "svg", "circle", "path",
+    "text",  # axis labels of inline SVG charts (report/charts.py)
 }
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from harness.errors import ToolError, ToolTimeout
-from harness.model import Metric, ToolRun
+from harness.model import Evaluation, Metric, ToolRun
 from harness.platform import proc
 
 
@@ -53,6 +53,8 @@ class CheckOutput:
     problems: tuple[str, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
     summary: str = ""
+    # Judgements the check makes itself (e.g. the sibling rule), added to the profile's.
+    evaluations: tuple[Evaluation, ...] = ()
 
 
 @dataclass
@@ -68,6 +70,10 @@ class CheckContext:
     log: logging.Logger
     tool_runs: list[ToolRun] = field(default_factory=list)
     progress: Callable[[str], None] = lambda _msg: None
+    # The profile's `hardware` block (what the SKU should have, e.g. nvme_count), as a dict.
+    hardware: Mapping[str, Any] = field(default_factory=dict)
+    # The profile's `config:` rules (FactRule) with the profile's name, for config_audit.
+    config: tuple[tuple[Any, str], ...] = ()
 
     @property
     def raw_dir(self) -> Path:

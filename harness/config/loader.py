@@ -16,6 +16,8 @@ from pydantic import BaseModel, ValidationError
 
 from harness.catalog import METRICS
 from harness.checks.base import CheckKind, MetricSpec, Params
+from harness.config.driftrules import merge_rules
+from harness.config.factrule import merge_fact_rules
 from harness.config.models import CheckSpec, Expectation, Profile, Suite
 from harness.config.paths import find_profile, find_suite
 from harness.config.problems import Doc, did_you_mean, show
@@ -194,6 +196,7 @@ def _profile_chain(path: Path, problems: list[ConfigProblem], stack: tuple[tuple
         problems.append(doc.problem((), f"a profile must be a mapping with a 'name', got {show(data)}"))
         return None
     own, skip = _expectation_problems(doc, ("expectations",), METRICS, True)
+    own += _expectation_problems(doc, ("drift",), METRICS, True)[0]
     profile: Profile | None = None
     try:
         profile = Profile.model_validate(data)
@@ -286,6 +289,8 @@ def merge_profiles(parent: Profile, child: Profile) -> Profile:
         "sources": list(dict.fromkeys([*parent.sources, *child.sources])),
         "hardware": hardware,
         "expectations": merged,
+        "drift": merge_rules(parent.drift, child.drift),
+        "config": merge_fact_rules(parent.config, child.config),
     })
 
 

@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from harness.config.driftrules import DriftRule
+from harness.config.factrule import FactRule
 from harness.units import UNITS
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
@@ -19,7 +21,10 @@ def _duration(v: Any) -> Any:
     if isinstance(v, bool):
         raise ValueError("expected a duration such as 90, '90s', '10m' or '1h'")
     if isinstance(v, (int, float)):
-        return float(v)
+        try:
+            return float(v)
+        except OverflowError:  # an int beyond float range
+            raise ValueError(f"duration {v} is out of range") from None
     if isinstance(v, str):
         m = _DURATION.match(v)
         if m:
@@ -111,6 +116,8 @@ class Suite(Strict):
     description: str = ""
     defaults: Defaults = Field(default_factory=Defaults)  # type: ignore[arg-type]
     checks: list[CheckSpec] = Field(min_length=1)
+    drift: list[DriftRule] = Field(default_factory=list,
+                                   description="change-over-time rules judged against the node's history")
 
     @model_validator(mode="after")
     def _unique_ids(self) -> Suite:
@@ -151,3 +158,7 @@ class Profile(Strict):
     sources: list[str] = Field(default_factory=list, description="where the numbers come from")
     hardware: Hardware = Field(default_factory=Hardware)  # type: ignore[arg-type]
     expectations: list[Expectation] = Field(default_factory=list)
+    drift: list[DriftRule] = Field(default_factory=list,
+                                   description="change-over-time rules judged against the node's history")
+    config: list[FactRule] = Field(default_factory=list,
+                                   description="software/configuration facts the config_audit check judges")

@@ -1,11 +1,16 @@
 """The only module that touches NVML (through nvidia-ml-py's `pynvml`).
 
 Without a driver, `gpu_inventory()` says NVML is not loadable and why; it never raises for that.
+`NvmlSession` keeps NVML open for repeated reads: `sample()` (telemetry, one frozen
+GpuSample per GPU) and `health()` (modes, ECC, retired pages, row remapping, PCIe, NVLink).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+from harness.errors import HarnessError
 
 
 def _text(v: Any) -> str:
@@ -59,3 +64,228 @@ def _optional(fn: Any, handle: Any) -> str | None:
         return _text(fn(handle))
     except pynvml.NVMLError:
         return None
+
+
+# ---------------------------------------------------------------- telemetry and health
+
+GPU_IS_LOST = 15  # NVML_ERROR_GPU_IS_LOST: the GPU fell off the bus
+_FI_DEV_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP (HBM temperature, C)
+
+
+class NvmlUnavailable(HarnessError):
+    """NVML could not be loaded or initialised; carries the reason."""
+
+
+class _Lost(Exception):
+    """The GPU stopped answering (NVML_ERROR_GPU_IS_LOST) during one read."""
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One telemetry reading of one GPU. A field NVML does not support on this GPU is None."""
+
+    gpu: int
+    temp: float | None = None  # C
+    mem_temp: float | None = None  # C (HBM)
+    power: float | None = None  # W
+    energy_mj: int | None = None  # total energy counter since driver load, mJ
+    sm_clock: float | None = None  # MHz
+    mem_clock: float | None = None  # MHz
+    util: float | None = None  # %
+    mem_util: float | None = None  # %
+    reasons: int | None = None  # clock-event reasons bitmask (harness.clockreasons)
+    pcie_gen: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width: int | None = None
+    pcie_width_max: int | None = None
+    pcie_replays: int | None = None
+    ecc_corrected: int | None = None  # volatile total
+    ecc_uncorrected: int | None = None  # volatile total
+    error: str | None = None  # set when the GPU did not answer at all
+
+
+@dataclass(frozen=True)
+class GpuHealth:
+    """The health facts of one GPU that change rarely: modes, error counters, link, NVLink."""
+
+    gpu: int
+    name: str | None = None
+    pci_bus_id: str | None = None
+    uuid: str | None = None
+    persistence: bool | None = None
+    ecc_mode: bool | None = None
+    ecc_volatile_corrected: int | None = None
+    ecc_volatile_uncorrected: int | None = None
+    ecc_aggregate_corrected: int | None = None
+    ecc_aggregate_uncorrected: int | None = None
+    retired_sbe: int | None = None
+    retired_dbe: int | None = None
+    retired_pending: bool | None = None
+    remap_corrected: int | None = None
+    remap_uncorrected: int | None = None
+    remap_pending: bool | None = None
+    remap_failure: bool | None = None
+    pcie_gen: int | None = None
+    pcie_gen_max: int | None = None
+    pcie_width: int | None = None
+    pcie_width_max: int | None = None
+    nvlink_up: int | None = None
+    nvlink_total: int | None = None
+    error: str | None = None
+
+
+class NvmlSession:
+    """An open NVML: init once, read many times (the sampler's 10 Hz needs that), shut down once."""
+
+    def __init__(self) -> None:
+        try:
+            import pynvml
+        except ImportError as e:
+            raise NvmlUnavailable(f"nvidia-ml-py not installed ({e})") from e
+        self._nv: Any = pynvml
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as e:
+            raise NvmlUnavailable(f"NVML not loadable: {_text(e)}") from e
+        try:
+            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i)
+                            for i in range(pynvml.nvmlDeviceGetCount())]
+        except pynvml.NVMLError as e:
+            self.close()
+            raise NvmlUnavailable(f"NVML query failed: {_text(e)}") from e
+
+    def close(self) -> None:
+        try:
+            self._nv.nvmlShutdown()
+        except self._nv.NVMLError:
+            pass
+
+    def __enter__(self) -> NvmlSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _get(self, fn: str, *args: Any) -> Any:
+        """fn(*args), None when not supported (or absent from this binding); _Lost when the GPU is gone."""
+        f = getattr(self._nv, fn, None)
+        if f is None:
+            return None
+        try:
+            return f(*args)
+        except self._nv.NVMLError as e:
+            if getattr(e, "value", None) == GPU_IS_LOST:
+                raise _Lost(_text(e)) from e
+            return None
+
+    def sample(self) -> tuple[GpuSample, ...]:
+        """One reading of every GPU; a GPU that fell off the bus yields a sample with `error` set."""
+        return tuple(self._sample(i, h) for i, h in enumerate(self.handles))
+
+    def _sample(self, i: int, h: Any) -> GpuSample:
+        nv, g = self._nv, self._get
+        try:
+            util = g("nvmlDeviceGetUtilizationRates", h)
+            reasons = g("nvmlDeviceGetCurrentClocksEventReasons", h)
+            if reasons is None:
+                reasons = g("nvmlDeviceGetCurrentClocksThrottleReasons", h)
+            power = g("nvmlDeviceGetPowerUsage", h)
+            return GpuSample(
+                gpu=i, temp=_f(g("nvmlDeviceGetTemperature", h, nv.NVML_TEMPERATURE_GPU)),
+                mem_temp=self._mem_temp(h), power=None if power is None else power / 1000.0,
+                energy_mj=_i(g("nvmlDeviceGetTotalEnergyConsumption", h)),
+                sm_clock=_f(g("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_SM)),
+                mem_clock=_f(g("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_MEM)),
+                util=None if util is None else float(util.gpu),
+                mem_util=None if util is None else float(util.memory),
+                reasons=_i(reasons),
+                pcie_gen=_i(g("nvmlDeviceGetCurrPcieLinkGeneration", h)),
+                pcie_gen_max=_i(g("nvmlDeviceGetMaxPcieLinkGeneration", h)),
+                pcie_width=_i(g("nvmlDeviceGetCurrPcieLinkWidth", h)),
+                pcie_width_max=_i(g("nvmlDeviceGetMaxPcieLinkWidth", h)),
+                pcie_replays=_i(g("nvmlDeviceGetPcieReplayCounter", h)),
+                ecc_corrected=_i(g("nvmlDeviceGetTotalEccErrors", h, nv.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                                   nv.NVML_VOLATILE_ECC)),
+                ecc_uncorrected=_i(g("nvmlDeviceGetTotalEccErrors", h,
+                                     nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC)),
+            )
+        except _Lost as e:
+            return GpuSample(gpu=i, error=f"GPU is lost: {e}")
+
+    def _mem_temp(self, h: Any) -> float | None:
+        values = self._get("nvmlDeviceGetFieldValues", h, [_FI_DEV_MEMORY_TEMP])
+        if not values or getattr(values[0], "nvmlReturn", 1) != 0:
+            return None
+        v = float(values[0].value.uiVal)
+        return v if v > 0 else None
+
+    def health(self) -> tuple[GpuHealth, ...]:
+        """The health facts of every GPU."""
+        return tuple(self._health(i, h) for i, h in enumerate(self.handles))
+
+    def _health(self, i: int, h: Any) -> GpuHealth:
+        nv, g = self._nv, self._get
+        try:
+            ecc = g("nvmlDeviceGetEccMode", h)
+            remap = g("nvmlDeviceGetRemappedRows", h)
+            sbe = g("nvmlDeviceGetRetiredPages", h,
+                    nv.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
+            dbe = g("nvmlDeviceGetRetiredPages", h, nv.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+            pending = g("nvmlDeviceGetRetiredPagesPendingStatus", h)
+            persistence = g("nvmlDeviceGetPersistenceMode", h)
+            pci = g("nvmlDeviceGetPciInfo", h)
+            up, total = self._nvlinks(h)
+
+            def ecc_count(kind: int, counter: int) -> int | None:
+                return _i(g("nvmlDeviceGetTotalEccErrors", h, kind, counter))
+
+            return GpuHealth(
+                gpu=i, name=_t(g("nvmlDeviceGetName", h)), uuid=_t(g("nvmlDeviceGetUUID", h)),
+                pci_bus_id=None if pci is None else _text(pci.busId),
+                persistence=None if persistence is None else bool(persistence),
+                ecc_mode=None if not ecc else bool(ecc[0]),
+                ecc_volatile_corrected=ecc_count(nv.NVML_MEMORY_ERROR_TYPE_CORRECTED, nv.NVML_VOLATILE_ECC),
+                ecc_volatile_uncorrected=ecc_count(nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                   nv.NVML_VOLATILE_ECC),
+                ecc_aggregate_corrected=ecc_count(nv.NVML_MEMORY_ERROR_TYPE_CORRECTED,
+                                                  nv.NVML_AGGREGATE_ECC),
+                ecc_aggregate_uncorrected=ecc_count(nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                    nv.NVML_AGGREGATE_ECC),
+                retired_sbe=None if sbe is None else len(sbe),
+                retired_dbe=None if dbe is None else len(dbe),
+                retired_pending=None if pending is None else bool(pending),
+                remap_corrected=None if remap is None else int(remap[0]),
+                remap_uncorrected=None if remap is None else int(remap[1]),
+                remap_pending=None if remap is None else bool(remap[2]),
+                remap_failure=None if remap is None else bool(remap[3]),
+                pcie_gen=_i(g("nvmlDeviceGetCurrPcieLinkGeneration", h)),
+                pcie_gen_max=_i(g("nvmlDeviceGetMaxPcieLinkGeneration", h)),
+                pcie_width=_i(g("nvmlDeviceGetCurrPcieLinkWidth", h)),
+                pcie_width_max=_i(g("nvmlDeviceGetMaxPcieLinkWidth", h)),
+                nvlink_up=up, nvlink_total=total,
+            )
+        except _Lost as e:
+            return GpuHealth(gpu=i, error=f"GPU is lost: {e}")
+
+    def _nvlinks(self, h: Any) -> tuple[int | None, int | None]:
+        """(links up, links present); (None, None) on a GPU without NVLink."""
+        up = total = 0
+        for link in range(int(getattr(self._nv, "NVML_NVLINK_MAX_LINKS", 18))):
+            state = self._get("nvmlDeviceGetNvLinkState", h, link)
+            if state is None:
+                continue
+            total += 1
+            up += 1 if state == getattr(self._nv, "NVML_FEATURE_ENABLED", 1) else 0
+        return (up, total) if total else (None, None)
+
+
+def _f(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def _i(v: Any) -> int | None:
+    return None if v is None else int(v)
+
+
+def _t(v: Any) -> str | None:
+    return None if v is None else _text(v)

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +38,23 @@ KILL_GRACE_S = 3.0
 
 _active: set[subprocess.Popen[bytes]] = set()
 _lock = threading.Lock()
+# Told (pid, argv, started) when a tool's process group starts and once it is reaped; the runner
+# records live groups in RUN_DIR/.running (platform/ledger.py) for cleanup after a SIGKILL.
+_watchers: list[Callable[[int, tuple[str, ...], bool], None]] = []
+
+
+def watch(fn: Callable[[int, tuple[str, ...], bool], None]) -> None:
+    _watchers.append(fn)
+
+
+def unwatch(fn: Callable[[int, tuple[str, ...], bool], None]) -> None:
+    if fn in _watchers:
+        _watchers.remove(fn)
+
+
+def _notify(pid: int, argv: tuple[str, ...], started: bool) -> None:
+    for fn in list(_watchers):
+        fn(pid, argv, started)
 
 
 @dataclass(frozen=True)
@@ -111,6 +128,7 @@ def run(argv: Sequence[str], stdout_path: Path, stderr_path: Path, timeout: floa
             _active.add(proc)
         timed_out = False
         try:
+            _notify(proc.pid, argv, True)
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
@@ -119,6 +137,7 @@ def run(argv: Sequence[str], stdout_path: Path, stderr_path: Path, timeout: floa
             _kill_group(proc)
             with _lock:
                 _active.discard(proc)
+            _notify(proc.pid, argv, False)
     interrupted = getattr(proc, "_harness_interrupted", False)
     return ProcResult(argv, proc.returncode, time.monotonic() - t0, stdout_path, stderr_path,
                       timed_out, interrupted)
@@ -191,6 +210,7 @@ def capture_rc(argv: Sequence[str], timeout: float = 30.0) -> tuple[int, str, st
     with _lock:
         _active.add(proc)
     try:
+        _notify(proc.pid, argv, True)
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
@@ -199,4 +219,5 @@ def capture_rc(argv: Sequence[str], timeout: float = 30.0) -> tuple[int, str, st
     finally:
         with _lock:
             _active.discard(proc)
+        _notify(proc.pid, argv, False)
     return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")

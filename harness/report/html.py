@@ -185,6 +185,8 @@ class CheckView:
     extra: tuple[Metric, ...]
     runs: tuple[RunView, ...]
     details: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    audit: Any = None  # report.audit.AuditView of a config_audit check
+    telemetry: Any = None  # Markup: report.telemetry_svg charts of the check's GPU telemetry
 
 
 def read_tail(path: Path, limit: int = TAIL_BYTES) -> tuple[str, int, int]:
@@ -235,10 +237,18 @@ def _check_view(i: int, c: CheckResult, run_dir: Path | None) -> CheckView:
         RunView(t, shlex.join(t.argv), (_output("stdout", t.stdout_file, run_dir),
                                       _output("stderr", t.stderr_file, run_dir)))
         for t in c.tool_runs)
-    extra = tuple(m for m in c.metrics if not _covered(m, c.evaluations))
-    details = tuple((str(k), inv_cell(str(k), v)) for k, v in c.details.items())
-    return CheckView(f"check-{i}", c, tuple(_row(e, c.metrics) for e in c.evaluations), extra, runs,
-                     details)
+    from harness.report.audit import audit_view, is_audit_evaluation, shows_metric
+
+    audit = audit_view(c.details)
+    evs = [e for e in c.evaluations if audit is None or not is_audit_evaluation(e)]
+    extra = tuple(m for m in c.metrics if not _covered(m, c.evaluations)
+                  and (audit is None or not shows_metric(m.name)))
+    details = tuple((str(k), inv_cell(str(k), v)) for k, v in c.details.items()
+                    if audit is None or k != "audit")
+    from harness.report.telemetry_svg import telemetry_figure
+
+    return CheckView(f"check-{i}", c, tuple(_row(e, c.metrics) for e in evs), extra, runs,
+                     details, audit, telemetry_figure(c, run_dir))
 
 
 # ---------------------------------------------------------------- inventory
@@ -356,13 +366,19 @@ def _environment() -> Environment:
     )
     env.filters.update(num=fmt_num, value=fmt_value, duration=fmt_duration, time=fmt_time,
                        bytes=fmt_bytes)
+    from harness.report import charts
+
+    env.globals.update(nccl_busbw_chart=charts.nccl_busbw_figure)
     return env
 
 
 def render_html(record: RunRecord, run_dir: Path | None) -> str:
     """The whole report as one self-contained HTML document."""
+    from harness.report.trends import history_view
+
     checks = [_check_view(i, c, run_dir) for i, c in enumerate(record.checks)]
     return _environment().get_template("report.html.j2").render(
         record=record, verdict=record.verdict, counts=record.counts, checks=checks,
         inventory=inventory_view(record.inventory, record.host), tail_kib=TAIL_BYTES // 1024,
+        history=history_view(record),
     )
