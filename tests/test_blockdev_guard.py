@@ -325,7 +325,8 @@ def test_missing_probe_tools_refuse_with_the_install_hint(loops, tmp_path, monke
     dev = loops.make()
     empty = tmp_path / "empty-path"
     empty.mkdir()
-    monkeypatch.setenv("PATH", str(empty))
-    msg = refusal(dev)
+    with monkeypatch.context() as m:  # PATH back before `loops` detaches (losetup must be found)
+        m.setenv("PATH", str(empty))
+        msg = refusal(dev)
     for tool in ("lsblk", "blkid", "wipefs"):
         assert f"cannot be probed: {tool} not found; install it with: apt-get install util-linux" in msg

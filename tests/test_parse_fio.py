@@ -87,6 +87,17 @@ EXPECTED: dict[str, dict] = {
             ("fio.iops", "seqread_1m", "write"): None,
         },
     },
+    "fio3.33_json_three_loops_new_group_one_throttled.json": {
+        "valid": True, "version": "fio-3.33", "count": 18,  # job@device names: the check splits them
+        "values": {
+            ("fio.iops", "rr@loop5", "read"): 37630.36963,
+            ("fio.bw", "rr@loop5", "read"): 154133994 / 1e9,
+            ("fio.iops", "rr@loop6", "read"): 34585.414585,
+            ("fio.bw", "rr@loop6", "read"): 141661858 / 1e9,
+            ("fio.iops", "rr@loop7", "read"): 107.569721,
+            ("fio.bw", "rr@loop7", "read"): 440605 / 1e9,
+        },
+    },
     "fio3.39_jsonplus_macos_posixaio_randwrite_bins.json": {
         "valid": True, "version": "fio-3.39", "count": 6,
         "values": {
@@ -202,3 +213,16 @@ def test_repeated_job_names_get_an_instance_label():
     result = fio.parse(json.dumps(doc))
     instances = {m.labels["instance"] for m in result.metrics}
     assert instances == {0, 1} and len(result.metrics) == 24
+
+
+@pytest.mark.parametrize("name, want", [
+    # runtime ms / 1000 and io_bytes, read by hand from each file; trim did no I/O
+    ("fio3.13_json_randrw_sync_percentiles_disk_util.json",
+     {("custom", "read"): (93.923, 418496512.0), ("custom", "write"): (93.923, 105791488.0)}),
+    ("fio3.33_jsonplus_seqread_seqwrite_stonewall.json",
+     {("seqread_1m", "read"): (1.005, 1490026496.0), ("seqwrite_1m", "write"): (1.003, 3832545280.0)}),
+    ("fio3.33_json_verify_error84_messages_before_json.txt", {}),  # an errored job is left out
+    ("fio3.25_normal_fdatasync_nvme_raw.txt", {}),  # not JSON
+])
+def test_totals_per_job_and_direction(name, want):
+    assert fio.totals((DATA / name).read_text()) == want

@@ -76,6 +76,26 @@ def parse(text: str) -> ParseResult:
     return ParseResult(KIND, not problems, tuple(problems), tuple(metrics), details)
 
 
+def totals(text: str) -> dict[tuple[str, str], tuple[float, float]]:
+    """(job name, rw) -> (runtime in s, bytes moved) for every direction that did I/O.
+
+    The runtime of a reporting group is its longest member's and, for a job with end_fsync,
+    includes the final fsync (fio runs it inside the job). Errored jobs are left out.
+    """
+    doc = find_document(text)
+    jobs = doc.get("jobs") if doc is not None else None
+    out: dict[tuple[str, str], tuple[float, float]] = {}
+    for i, job in enumerate(jobs if isinstance(jobs, list) else []):
+        if not isinstance(job, dict) or _num(job.get("error")):
+            continue
+        for rw in DIRECTIONS:
+            block = job.get(rw)
+            if isinstance(block, dict) and _did_io(block):
+                out[(_name(job, i), rw)] = (_num(block.get("runtime")) / 1000.0,
+                                            _num(block.get("io_bytes")))
+    return out
+
+
 def _name(job: Mapping[str, Any], index: int) -> str:
     name = job.get("jobname")
     return str(name) if name not in (None, "") else f"job{index}"

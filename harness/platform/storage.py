@@ -1,0 +1,116 @@
+"""Storage facts beyond one block device: /proc/mdstat, mounts, and whether a disk carries the OS.
+
+Reads only. `system_use` answers "is this drive in use by the running system?": the drive, one of
+its partitions, or anything stacked on them (md, dm) is mounted or is swap. Drives in such use are
+left out of `targets: all-nvme`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+PROC = Path("/proc")
+SYS = Path("/sys")
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One line of /proc/self/mountinfo."""
+
+    major_minor: str
+    mount_point: str
+    fstype: str
+    source: str
+
+
+def _unescape(text: str) -> str:
+    return (text.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n")
+            .replace("\\134", "\\"))
+
+
+def parse_mountinfo(text: str) -> list[Mount]:
+    """Mounts from /proc/self/mountinfo text (pure; malformed lines are skipped)."""
+    out = []
+    for line in text.splitlines():
+        head, sep, tail = line.partition(" - ")
+        fields, rest = head.split(), tail.split()
+        if not sep or len(fields) < 5 or len(rest) < 2:
+            continue
+        out.append(Mount(fields[2], _unescape(fields[4]), rest[0], _unescape(rest[1])))
+    return out
+
+
+def read_mdstat(proc_root: Path = PROC) -> Optional[str]:
+    """The text of /proc/mdstat, or None when the md driver is not loaded."""
+    try:
+        return (proc_root / "mdstat").read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def mounts(proc_root: Path = PROC) -> list[Mount]:
+    try:
+        return parse_mountinfo((proc_root / "self" / "mountinfo").read_text(errors="replace"))
+    except OSError:
+        return []
+
+
+def mount_of(path: str | Path, table: Optional[list[Mount]] = None) -> Optional[Mount]:
+    """The mount holding `path` (the longest mount point that is a prefix of its real path)."""
+    real = os.path.realpath(path)
+    best: Optional[Mount] = None
+    for m in table if table is not None else mounts():
+        mp = m.mount_point.rstrip("/") or "/"
+        inside = real == mp or real.startswith(mp + "/") or mp == "/"
+        if inside and (best is None or len(mp) >= len(best.mount_point.rstrip("/") or "/")):
+            best = m
+    return best
+
+
+def _read(path: Path) -> Optional[str]:
+    try:
+        return path.read_text(errors="replace").strip()
+    except OSError:
+        return None
+
+
+def _stack(name: str, sys_root: Path, seen: set[str]) -> dict[str, str]:
+    """name -> major:minor for a block device, its partitions and all that hold them."""
+    if name in seen:
+        return {}
+    seen.add(name)
+    node = sys_root / "class" / "block" / name
+    out: dict[str, str] = {}
+    number = _read(node / "dev")
+    if number:
+        out[name] = number
+    try:
+        children = [p.name for p in node.iterdir() if (p / "partition").is_file()]
+    except OSError:
+        children = []
+    for part in children:
+        out.update(_stack(part, sys_root, seen))
+    try:
+        holders = [p.name for p in (node / "holders").iterdir()]
+    except OSError:
+        holders = []
+    for holder in holders:
+        out.update(_stack(holder, sys_root, seen))
+    return out
+
+
+def system_use(device: str, sys_root: Path = SYS, proc_root: Path = PROC) -> list[str]:
+    """Why `device` (e.g. /dev/nvme0n1) is in use by the system: mounts and swap on its stack."""
+    stack = _stack(Path(device).name, sys_root, set())
+    by_number = {v: k for k, v in stack.items()}
+    reasons = [f"/dev/{by_number[m.major_minor]} is mounted at {m.mount_point}"
+               for m in mounts(proc_root) if m.major_minor in by_number]
+    swaps = _read(proc_root / "swaps") or ""
+    for line in swaps.splitlines()[1:]:
+        parts = line.split()
+        if parts and Path(_unescape(parts[0])).name in stack:
+            reasons.append(f"{parts[0]} is in use as swap")
+    return reasons
