@@ -1,0 +1,140 @@
+"""Parse the CUDA samples bandwidthTest and p2pBandwidthLatencyTest outputs.
+
+Pure: text in, ParseResult out, never an exception.
+
+bandwidthTest: `bandwidthtest.bw` per section and transfer size, labelled {direction (h2d,
+d2h, d2d), memory (pinned, pageable), size, devices}. Current samples print GB/s (bytes /
+1e9 / s); old ones print "MB/s" computed as 1024 * bytes / (ms * 2^20), i.e. units of
+1,024,000 B/s, converted here as value * 0.001024 GB/s. Device-to-device counts the read and
+the write (the sample doubles it). Devices > 1 means one aggregate over that many GPUs.
+
+p2pBandwidthLatencyTest: `p2p.bw` (GB/s, bytes / 1e9 / s) per GPU pair, labelled {src (row),
+dst (column), mode (unidirectional, bidirectional), p2p (enabled, disabled)}; `p2p.lat` (us)
+{src, dst, p2p, side (gpu, cpu)}; `p2p.access` (1/0) per pair from the connectivity matrix.
+The diagonal (a GPU to itself) gives no metric.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Optional
+
+from harness.model import Metric
+from harness.parsers.base import ParseResult, invalid
+from harness.units import COUNT, GBPS, US
+
+_SECTION = re.compile(r"^(Host to Device|Device to Host|Device to Device) Bandwidth,\s*(\d+)\s+Device")
+_MEMORY = re.compile(r"^(PINNED|PAGEABLE) Memory Transfers")
+_UNIT = re.compile(r"Transfer Size \(Bytes\)\s+Bandwidth\((GB/s|MB/s)\)")
+_RESULT = re.compile(r"^Result\s*=\s*(\w+)")
+_DIRECTIONS = {"Host to Device": "h2d", "Device to Host": "d2h", "Device to Device": "d2d"}
+_TO_GBPS = {"GB/s": 1.0, "MB/s": 1024.0 * 1000 / 1e9}
+_DEVICE = re.compile(r"^Device[:\s]+(\d+)[:,]\s*(.+?)(?:,\s*pciBusID.*)?$")
+
+
+def _num(tok: str) -> Optional[float]:
+    try:
+        v = float(tok)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+def parse_bandwidthtest(text: str) -> ParseResult:
+    """bandwidthtest.bw (GB/s) per direction, memory kind and transfer size."""
+    metrics: list[Metric] = []
+    problems: list[str] = []
+    devices: dict[str, str] = {}
+    section: Optional[dict[str, str | int]] = None
+    unit: Optional[str] = None
+    rows_in_section = 0
+    result: Optional[str] = None
+    sections = 0
+    for raw in text.splitlines():
+        s = raw.strip()
+        if m := _SECTION.match(s):
+            if section is not None and rows_in_section == 0:
+                problems.append(f"{section['direction']}: section has no result row")
+            section = {"direction": _DIRECTIONS[m.group(1)], "devices": int(m.group(2))}
+            unit, rows_in_section = None, 0
+            sections += 1
+        elif (m := _MEMORY.match(s)) and section is not None:
+            section["memory"] = m.group(1).lower()
+        elif m := _UNIT.search(s):
+            unit = m.group(1)
+        elif m := _RESULT.match(s):
+            result = m.group(1)
+        elif (m := _DEVICE.match(s)) and section is None:
+            devices[f"gpu{m.group(1)}"] = m.group(2)
+        elif section is not None and unit is not None:
+            toks = s.split()
+            value = _num(toks[1]) if len(toks) == 2 and toks[0].isdigit() else None
+            if value is not None:
+                labels = {**section, "size": int(toks[0])}
+                metrics.append(Metric("bandwidthtest.bw", value * _TO_GBPS[unit], GBPS, labels))
+                rows_in_section += 1
+    if sections == 0:
+        return invalid("cuda-bandwidthtest", "not bandwidthTest output (no bandwidth section found)")
+    if section is not None and rows_in_section == 0:
+        problems.append(f"{section['direction']}: section has no result row (output truncated)")
+    if result is not None and result.upper() != "PASS":
+        problems.append(f"bandwidthTest reported Result = {result}")
+    details = {"devices": devices, "result": result}
+    return ParseResult("cuda-bandwidthtest", not problems, tuple(problems), tuple(metrics), details)
+
+
+_MATRIX = re.compile(r"^(Unidirectional|Bidirectional) P2P=(Enabled|Disabled) Bandwidth")
+_LATENCY = re.compile(r"^P2P=(Enabled|Disabled) Latency")
+_CONNECTIVITY = re.compile(r"^P2P Connectivity Matrix")
+_HEAD = re.compile(r"^(D\\D|GPU|CPU)((?:\s+\d+)+)\s*$")
+
+
+def parse_p2p(text: str) -> ParseResult:
+    """p2p.bw, p2p.lat and p2p.access per GPU pair from p2pBandwidthLatencyTest."""
+    metrics: list[Metric] = []
+    problems: list[str] = []
+    devices: dict[str, str] = {}
+    kind: Optional[tuple[str, dict[str, str]]] = None  # (metric, labels) of the matrix being read
+    columns: list[int] = []
+    matrices: list[tuple[str, dict[str, str], int, int]] = []
+    cannot: list[str] = []
+    for raw in text.splitlines():
+        s = raw.strip()
+        if m := _MATRIX.match(s):
+            kind, columns = ("p2p.bw", {"mode": m.group(1).lower(), "p2p": m.group(2).lower()}), []
+        elif m := _LATENCY.match(s):
+            kind, columns = ("p2p.lat", {"p2p": m.group(1).lower()}), []
+        elif _CONNECTIVITY.match(s):
+            kind, columns = ("p2p.access", {}), []
+        elif "CANNOT Access Peer" in s:
+            cannot.append(s)
+        elif (m := _DEVICE.match(s)) and kind is None:
+            devices[f"gpu{m.group(1)}"] = m.group(2)
+        elif kind is not None and (m := _HEAD.match(s)):
+            columns = [int(t) for t in m.group(2).split()]
+            labels = dict(kind[1])
+            if kind[0] == "p2p.lat":
+                labels["side"] = m.group(1).lower()
+            matrices.append((kind[0], labels, len(columns), 0))
+        elif kind is not None and columns and s and s.split()[0].isdigit():
+            toks = s.split()
+            cells = [_num(t) for t in toks[1:]]
+            name, labels, ncols, nrows = matrices[-1]
+            if len(cells) != ncols or any(c is None for c in cells):
+                problems.append(f"{name} {labels}: row {toks[0]} is incomplete")
+                continue
+            matrices[-1] = (name, labels, ncols, nrows + 1)
+            r = int(toks[0])
+            for c, value in zip(columns, cells, strict=True):
+                if r == c or value is None:
+                    continue
+                unit = {"p2p.bw": GBPS, "p2p.lat": US, "p2p.access": COUNT}[name]
+                metrics.append(Metric(name, value, unit, {**labels, "src": f"gpu{r}", "dst": f"gpu{c}"}))
+    if not matrices:
+        return invalid("p2p", "not p2pBandwidthLatencyTest output (no matrix found)")
+    for name, labels, ncols, nrows in matrices:
+        if nrows < ncols:
+            problems.append(f"{name} {labels}: {nrows} of {ncols} rows (output truncated)")
+    details = {"devices": devices, "cannot_access_peer": cannot}
+    return ParseResult("p2p", not problems, tuple(problems), tuple(metrics), details)

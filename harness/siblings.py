@@ -1,0 +1,92 @@
+"""The sibling rule: one link, HCA, GPU or GPU pair far off the median of its siblings.
+
+Pure. Siblings are metrics with the same name and the same labels except the `vary` ones
+(e.g. `device` for HCAs, `src`/`dst` for GPU pairs). In each group of at least
+`min_siblings`, a metric more than `tolerance` (a fraction) worse than the group median
+fails, and its evaluation names it; a group with no outlier gives one passing evaluation
+for its worst member. "Worse" follows the metric's better direction (higher or lower).
+Any check can call `judge()` and return the evaluations in its CheckOutput.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from harness.model import Evaluation, LabelValue, Metric, Outcome
+
+SOURCE = "sibling rule"
+
+
+@dataclass(frozen=True)
+class SiblingRule:
+    """Which metric to compare, across which labels, and how far off the median is too far."""
+
+    metric: str
+    vary: tuple[str, ...]
+    tolerance: float = 0.10
+    better: Literal["higher", "lower"] = "higher"
+    min_siblings: int = 3
+    severity: Literal["fail", "warn"] = "fail"
+
+    def __post_init__(self) -> None:
+        if not 0 < self.tolerance < 1:
+            raise ValueError(f"sibling tolerance must be a fraction between 0 and 1, got {self.tolerance}")
+        if not self.vary:
+            raise ValueError("a sibling rule needs at least one varying label")
+
+
+def _name(labels: Mapping[str, LabelValue], vary: Sequence[str]) -> str:
+    return "/".join(str(labels.get(k, "?")) for k in vary)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def groups(rule: SiblingRule, metrics: Sequence[Metric]) -> list[list[Metric]]:
+    """The sibling groups for `rule`, in first-seen order (metrics lacking a vary label are left out)."""
+    out: dict[tuple[tuple[str, str], ...], list[Metric]] = {}
+    for m in metrics:
+        if m.name != rule.metric or not all(k in m.labels for k in rule.vary):
+            continue
+        key = tuple(sorted((k, str(v)) for k, v in m.labels.items() if k not in rule.vary))
+        out.setdefault(key, []).append(m)
+    return list(out.values())
+
+
+def judge(rule: SiblingRule, metrics: Sequence[Metric], source: str = SOURCE) -> tuple[Evaluation, ...]:
+    """Evaluations for every group of siblings: one per outlier, or one pass for the worst member."""
+    result: list[Evaluation] = []
+    for group in groups(rule, metrics):
+        if len(group) < rule.min_siblings:
+            continue
+        median = statistics.median(m.value for m in group)
+        if median <= 0:
+            continue
+        higher = rule.better == "higher"
+        bound = median * (1 - rule.tolerance) if higher else median * (1 + rule.tolerance)
+        low, high = (bound, None) if higher else (None, bound)
+        outliers = [m for m in group if (m.value < bound if higher else m.value > bound)]
+        unit = group[0].unit
+        what = ",".join(rule.vary)
+        if outliers:
+            for m in outliers:
+                off = abs(m.value - median) / median * 100
+                msg = (f"{_name(m.labels, rule.vary)} measured {_fmt(m.value)} {unit}, "
+                       f"{off:.1f}% {'below' if higher else 'above'} the median {_fmt(median)} {unit} "
+                       f"of its {len(group)} siblings (by {what}); allowed {rule.tolerance * 100:g}%")
+                outcome = Outcome.FAIL if rule.severity == "fail" else Outcome.WARN
+                result.append(Evaluation(m.name, dict(m.labels), outcome, rule.severity, m.value, unit,
+                                         median, low, high, "each", msg, None, source))
+            continue
+        worst = min(group, key=lambda m: m.value) if higher else max(group, key=lambda m: m.value)
+        common = {k: v for k, v in group[0].labels.items() if k not in rule.vary}
+        msg = (f"{'slowest' if higher else 'worst'} of {len(group)} (by {what}) is "
+               f"{_name(worst.labels, rule.vary)} at {_fmt(worst.value)} {unit}, within "
+               f"{rule.tolerance * 100:g}% of the median {_fmt(median)} {unit}")
+        result.append(Evaluation(rule.metric, common, Outcome.PASS, rule.severity, worst.value, unit,
+                                 median, low, high, "min" if higher else "max", msg, None, source))
+    return tuple(result)
