@@ -1,0 +1,246 @@
+"""Check kind `gpu_burn`: load every GPU for a set time and prove each one did the work correctly.
+
+Engines (param `engine`):
+
+* `builtin`: harness/burn_engine.py in a subprocess: matrix multiplies in `dtype` on every GPU
+  through PyTorch or CuPy (whichever is importable; NumPy on the CPU when `backend: numpy`),
+  every product compared with the first; parsed by parsers/burnlog.
+* `gpu-burn`: wilicc/gpu-burn's `gpu_burn` binary (path configurable), parsed by
+  parsers/gpuburn. Its "OK" is not trusted: a GPU that did no work or died makes the run
+  invalid, a run without the final verdict is invalid; FAULTY (computation errors) fails.
+* `dcgm`: `dcgmi diag -r LEVEL -j`, parsed by parsers/dcgm. A failed test fails with DCGM's
+  message; a level-2+ run in which DCGM skipped every hardware and stress test is invalid.
+
+Telemetry (temperature, power, clocks, throttling) is sampled alongside by the runner's hook
+(harness.telemetry); `telemetry_period` sets its rate. Every GPU NVML sees must be reported
+by the engine. The sibling rule flags a GPU whose TFLOPS is far below the others'.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+from pydantic import Field, field_validator
+
+from harness import catalog, siblings
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, PlannedCommand
+from harness.errors import ToolError
+from harness.model import Evaluation, Metric, Outcome
+from harness.parsers import burnlog, dcgm, gpuburn
+from harness.parsers.base import ParseResult
+from harness.telemetry import TelemetryParams
+from harness.units import COUNT
+
+SOURCE = "gpu_burn"
+SLACK_S = 60.0  # start-up, memory allocation and gpu_burn's SIGTERM grace period
+DCGM_LEVEL_S = {1: 60.0, 2: 300.0, 3: 1800.0, 4: 7200.0}  # generous budgets per dcgmi diag level
+TELEMETRY = ("gpu.temp_max", "gpu.mem_temp_max", "gpu.power_mean", "gpu.power_max", "gpu.sm_clock_mean",
+             "gpu.util_mean", "gpu.throttle_pct", "gpu.energy", "gpu.pcie_gen", "gpu.pcie_width",
+             "gpu.pcie_replays", "gpu.ecc_corrected", "gpu.ecc_uncorrected", "gpu.lost")
+BURN = ("gpu_burn.ok", "gpu_burn.tflops", "gpu_burn.errors", "gpu_burn.temp_max", "gpu_burn.iterations")
+
+
+class GpuBurnParams(TelemetryParams):
+    """Which engine burns the GPUs, for how long, and how hard."""
+
+    engine: Literal["gpu-burn", "builtin", "dcgm"] = "gpu-burn"
+    duration: int = Field(60, ge=1, le=7 * 24 * 3600, description="seconds of load (gpu-burn, builtin)")
+    dtype: Literal["bf16", "fp16", "tf32", "fp32", "fp64"] = Field("bf16", description="builtin engine")
+    backend: Literal["auto", "torch", "cupy", "numpy"] = Field(
+        "auto", description="builtin engine: auto = PyTorch, else CuPy; numpy burns the CPU (tests)")
+    size: Optional[int] = Field(None, ge=16, le=65536, description="builtin engine: matrix side")
+    binary: str = Field("gpu_burn", description="path or name of wilicc/gpu-burn's gpu_burn")
+    compare_kernel: Optional[str] = Field(
+        None, description="compare.ptx for gpu_burn -c; default: compare.ptx next to the binary, if any")
+    doubles: bool = Field(False, description="gpu_burn -d: FP64 instead of FP32")
+    tensor_cores: bool = Field(False, description="gpu_burn -tc: use tensor cores")
+    memory: Optional[str] = Field(None, description="gpu_burn -m: '90%' of free memory or megabytes")
+    dcgm_level: int = Field(3, ge=1, le=4, description="dcgmi diag -r level (dcgm engine)")
+    sibling_tolerance: Optional[float] = Field(
+        0.05, gt=0, lt=1, description="a GPU more than this fraction below the median gpu_burn.tflops "
+        "of its siblings (3 or more) fails; null to turn off")
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, v: Optional[str]) -> Optional[str]:
+        if v is not None and not (v.rstrip("%").isdigit() and int(v.rstrip("%")) > 0):
+            raise ValueError(f"memory must be a percentage such as '90%' or megabytes, got {v!r}")
+        return v
+
+
+def _kernel(params: GpuBurnParams) -> Optional[str]:
+    """compare.ptx: as given, else next to the binary (found on PATH when given by name)."""
+    if params.compare_kernel is not None:
+        return params.compare_kernel
+    beside = Path(shutil.which(params.binary) or params.binary).parent / "compare.ptx"
+    return str(beside) if beside.is_file() else None
+
+
+def build_argv(params: GpuBurnParams) -> list[str]:
+    """The command line of the chosen engine."""
+    if params.engine == "dcgm":
+        return ["dcgmi", "diag", "-r", str(params.dcgm_level), "-j"]
+    if params.engine == "builtin":
+        argv = [sys.executable, "-m", "harness.burn_engine", "--seconds", str(params.duration),
+                "--dtype", params.dtype, "--backend", params.backend]
+        return argv + (["--size", str(params.size)] if params.size else [])
+    argv = [params.binary]
+    if params.doubles:
+        argv.append("-d")
+    if params.tensor_cores:
+        argv.append("-tc")
+    if params.memory is not None:
+        argv.append(f"-m{params.memory}")
+    kernel = _kernel(params)
+    if kernel is not None:
+        argv += ["-c", kernel]
+    return [*argv, str(params.duration)]
+
+
+def estimate_s(params: GpuBurnParams) -> float:
+    if params.engine == "dcgm":
+        return DCGM_LEVEL_S[params.dcgm_level] / 3
+    return params.duration + (3.0 if params.engine == "builtin" else 15.0)
+
+
+def budget_s(params: GpuBurnParams) -> float:
+    if params.engine == "dcgm":
+        return DCGM_LEVEL_S[params.dcgm_level]
+    return params.duration + SLACK_S
+
+
+def plan(params: GpuBurnParams, inventory: Mapping[str, Any]) -> Sequence[PlannedCommand]:
+    n = len(inventory.get("gpus", []))
+    note = (f"{params.engine} on {n or 'all'} GPU(s), about {estimate_s(params):.0f} s; "
+            f"telemetry every {params.telemetry_period:g} s")
+    return [PlannedCommand(tuple(build_argv(params)), note)]
+
+
+def run(params: GpuBurnParams, ctx: CheckContext) -> CheckOutput:
+    """Run the engine, prove it did the work on every GPU, return per-GPU metrics and verdicts."""
+    argv = build_argv(params)
+    ctx.progress(f"{params.engine}: about {estimate_s(params):.0f} s")
+    # CUDA numbers GPUs fastest-first unless told otherwise; NVML (and so the inventory) by PCI bus
+    env = None if params.engine == "dcgm" else {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    res = ctx.run_tool(argv, name=params.engine, timeout_s=budget_s(params), env=env, check_rc=False)
+    if res.interrupted:
+        raise ToolError(f"{params.engine}: interrupted; its process group was killed", argv=res.argv)
+    text = res.stdout() + "\n" + res.stderr()
+    parser = {"dcgm": dcgm.parse, "builtin": burnlog.parse}.get(params.engine, gpuburn.parse)
+    parsed = parser(text if params.engine != "builtin" else res.stdout())
+    if not parsed.metrics and res.rc != 0:  # nothing to judge: the tool itself failed
+        why = "; ".join(parsed.problems[:2]) or res.tail(300) or "no output"
+        raise ToolError(f"{params.engine}: exit {res.rc}: {why}", argv=res.argv, rc=res.rc,
+                        output_tail=res.tail())
+    problems = list(parsed.problems) + _coverage(parsed, ctx, params)
+    if params.engine == "dcgm":
+        problems += _dcgm_exercised(parsed, params)
+        own = _dcgm_verdicts(parsed)
+    else:
+        own = _burn_verdicts(parsed, params.engine)
+        if params.sibling_tolerance is not None:
+            rule = siblings.SiblingRule("gpu_burn.tflops", ("gpu",), params.sibling_tolerance, "higher")
+            own += siblings.judge(rule, parsed.metrics)
+    details = {"engine": params.engine, **{k: v for k, v in parsed.details.items() if v not in ({}, [])}}
+    return CheckOutput(parsed.metrics, tuple(problems), details, _summary(parsed.metrics, params), own)
+
+
+def _gpus_seen(parsed: ParseResult) -> set[int]:
+    return {int(m.labels["gpu"]) for m in parsed.metrics if isinstance(m.labels.get("gpu"), int)}
+
+
+def _coverage(parsed: ParseResult, ctx: CheckContext, params: GpuBurnParams) -> list[str]:
+    """Every GPU NVML sees must be reported by the engine."""
+    expected = len(ctx.inventory.get("gpus", []))
+    seen = _gpus_seen(parsed)
+    if not expected or not parsed.metrics:
+        return []
+    if params.engine == "dcgm" and not seen:
+        return []  # a table with "All" results names no GPU; the per-test verdicts still apply
+    missing = sorted(set(range(expected)) - seen)
+    if missing:
+        return [f"{params.engine} reported {len(seen)} of the {expected} GPUs NVML sees; missing "
+                f"GPU {', '.join(map(str, missing))}"]
+    return []
+
+
+def _burn_verdicts(parsed: ParseResult, engine: str) -> tuple[Evaluation, ...]:
+    """GPUs with computation errors fail; one pass row when all were OK."""
+    if not parsed.valid:
+        return ()
+    errors = {m.labels["gpu"]: m.value for m in parsed.metrics if m.name == "gpu_burn.errors"}
+    out = []
+    oks = [m for m in parsed.metrics if m.name == "gpu_burn.ok"]
+    for m in oks:
+        if m.value < 1:
+            n = errors.get(m.labels["gpu"])
+            why = f"{n:,.0f} computation errors" if n else "computation errors, not in the output kept"
+            word = "FAULTY" if engine == "gpu-burn" else "products differ from the first"
+            out.append(Evaluation("gpu_burn.ok", dict(m.labels), Outcome.FAIL, "fail", m.value, COUNT, 1.0,
+                                  1.0, None, "each", f"GPU {m.labels['gpu']}: {word} ({why})", None, SOURCE))
+    if oks and not out:
+        out.append(Evaluation("gpu_burn.ok", {}, Outcome.PASS, "fail", 1.0, COUNT, 1.0, 1.0, None, "min",
+                              f"all {len(oks)} GPUs OK, no computation errors", None, SOURCE))
+    return tuple(out)
+
+
+def _dcgm_verdicts(parsed: ParseResult) -> tuple[Evaluation, ...]:
+    """Each failed or warned DCGM test fails with DCGM's own message."""
+    messages = {f.split(":", 1)[0]: f for f in parsed.details.get("failures", [])}
+    out = []
+    results = [m for m in parsed.metrics if m.name == "dcgm.result"]
+    for m in results:
+        if m.value >= 1:
+            continue
+        where = str(m.labels["test"]) + (f" GPU {m.labels['gpu']}" if "gpu" in m.labels else "")
+        out.append(Evaluation("dcgm.result", dict(m.labels), Outcome.FAIL, "fail", m.value, COUNT, 1.0, 1.0,
+                              None, "each", messages.get(where, f"{where}: not passed"), None, "dcgmi diag"))
+    if results and not out:
+        out.append(Evaluation("dcgm.result", {}, Outcome.PASS, "fail", 1.0, COUNT, 1.0, 1.0, None, "min",
+                              f"all {len(results)} DCGM test results passed", None, "dcgmi diag"))
+    return tuple(out)
+
+
+def _dcgm_exercised(parsed: ParseResult, params: GpuBurnParams) -> list[str]:
+    """At level 2 and above DCGM must have run more than the deployment checks."""
+    ran = parsed.details.get("ran_by_category", {})
+    if params.dcgm_level >= 2 and parsed.metrics and not (set(ran) - {"deployment"}):
+        return [f"dcgmi diag -r {params.dcgm_level} skipped every hardware, integration and stress "
+                "test: no GPU was exercised"]
+    return []
+
+
+def _summary(metrics: Sequence[Metric], params: GpuBurnParams) -> str:
+    if params.engine == "dcgm":
+        res = [m.value for m in metrics if m.name == "dcgm.result"]
+        return f"dcgmi diag -r {params.dcgm_level}: {sum(1 for v in res if v >= 1)} of {len(res)} passed"
+    tf = [m.value for m in metrics if m.name == "gpu_burn.tflops"]
+    ok = [m.value for m in metrics if m.name == "gpu_burn.ok"]
+    what = "gpu_burn" if params.engine == "gpu-burn" else f"builtin {params.dtype} burn"
+    text = f"{what} {params.duration} s: {sum(1 for v in ok if v >= 1)} of {len(ok)} GPUs OK"
+    if tf:
+        text += f"; {min(tf):.3g}-{max(tf):.3g} TFLOPS (median {statistics.median(tf):.3g})"
+    return text
+
+
+def declared(params: GpuBurnParams) -> Mapping[str, MetricSpec]:
+    """The engine's own metrics."""
+    return catalog.subset(["dcgm.result"] if params.engine == "dcgm" else list(BURN))
+
+
+KIND = CheckKind(
+    name="gpu_burn",
+    description="load every GPU (gpu_burn or dcgmi diag) with telemetry; errors, TFLOPS, throttling",
+    params=GpuBurnParams,
+    metrics=catalog.subset(list(TELEMETRY)),
+    run=run,
+    plan=plan,
+    needs=frozenset({"gpu"}),
+    declared_metrics=declared,
+    estimate_s=estimate_s,
+)

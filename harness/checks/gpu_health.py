@@ -1,0 +1,227 @@
+"""Check kind `gpu_health`: the quick GPU health gate that runs first in a suite.
+
+From NVML (platform/nvml, the only NVML edge): persistence and ECC modes, volatile and
+aggregate ECC counters, retired pages (DCGM-like limits: 15 warns, 60 fails, pending fails),
+row remapping (failure or pending fails), NVLink links down, and the PCIe link. From the kernel
+log (dmesg or journalctl -k): XID events, of which a configurable critical set fails (default
+like DCGM/AzNHC). An idle GPU may lower its PCIe generation on purpose, so here only a link
+*width* below its maximum fails; the generation is judged under load by the telemetry that
+runs alongside the burn (harness.telemetry_metrics).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field
+
+from harness import catalog
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
+from harness.errors import ToolError
+from harness.model import Evaluation, Metric, Outcome
+from harness.parsers import xid as xid_parser
+from harness.platform import nvml
+from harness.units import COUNT
+
+SOURCE = "gpu_health"
+DEFAULT_CRITICAL_XIDS = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)
+METRICS = ("gpu.persistence_mode", "gpu.ecc_mode", "gpu.ecc_corrected", "gpu.ecc_uncorrected",
+           "gpu.retired_pages", "gpu.retired_pending", "gpu.remapped_rows", "gpu.remap_pending",
+           "gpu.remap_failure", "gpu.pcie_gen", "gpu.pcie_width", "gpu.nvlink_down", "gpu.xid",
+           "gpu.xid_critical")
+
+
+class GpuHealthParams(Params):
+    """What to read besides NVML, and the limits that are policy rather than physics."""
+
+    xid_source: Literal["dmesg", "journal", "none"] = Field(
+        "dmesg", description="where XIDs are read: dmesg (since boot), journal (journalctl -k), none")
+    xid_window_h: float = Field(24.0, gt=0, le=24 * 365, description="hours of journal to read (journal)")
+    xid_critical: list[int] = Field(default_factory=lambda: list(DEFAULT_CRITICAL_XIDS),
+                                    description="XID codes that fail the check")
+    require_persistence: bool = True
+    require_ecc: bool = True
+    retired_pages_warn: int = Field(15, ge=0, description="retired pages from which the check warns")
+    retired_pages_fail: int = Field(60, ge=0, description="retired pages from which the check fails")
+
+
+@dataclass(frozen=True)
+class _Finding:
+    gpu: int
+    measured: float
+    message: str
+    outcome: Outcome = Outcome.FAIL
+
+
+def xid_argv(params: GpuHealthParams) -> list[str] | None:
+    if params.xid_source == "dmesg":
+        return ["dmesg"]
+    if params.xid_source == "journal":
+        return ["journalctl", "-k", "--no-pager", "-o", "short-iso", f"--since=-{params.xid_window_h:g}h"]
+    return None
+
+
+def plan(params: GpuHealthParams, inventory: Mapping[str, Any]) -> Sequence[PlannedCommand]:
+    argv = xid_argv(params)
+    reads = ("NVML reads of modes, ECC, retired pages, row remap, PCIe, NVLink; built-in verdicts "
+             f"(critical XIDs {', '.join(map(str, params.xid_critical))})")
+    if argv:
+        return [PlannedCommand(tuple(argv), f"XID events in the kernel log; plus {reads}")]
+    return [PlannedCommand(("NVML",), reads)]
+
+
+def health_metrics(h: nvml.GpuHealth) -> list[Metric]:
+    """The metrics of one GPU's health facts (pure); unknown facts are omitted."""
+    lab: dict[str, str | int] = {"gpu": h.gpu}
+    rows: list[tuple[str, Any, dict[str, str]]] = [
+        ("gpu.persistence_mode", h.persistence, {}), ("gpu.ecc_mode", h.ecc_mode, {}),
+        ("gpu.ecc_corrected", h.ecc_volatile_corrected, {"scope": "volatile"}),
+        ("gpu.ecc_uncorrected", h.ecc_volatile_uncorrected, {"scope": "volatile"}),
+        ("gpu.ecc_corrected", h.ecc_aggregate_corrected, {"scope": "aggregate"}),
+        ("gpu.ecc_uncorrected", h.ecc_aggregate_uncorrected, {"scope": "aggregate"}),
+        ("gpu.retired_pages", h.retired_sbe, {"cause": "sbe"}),
+        ("gpu.retired_pages", h.retired_dbe, {"cause": "dbe"}),
+        ("gpu.retired_pending", h.retired_pending, {}),
+        ("gpu.remapped_rows", h.remap_corrected, {"kind": "correctable"}),
+        ("gpu.remapped_rows", h.remap_uncorrected, {"kind": "uncorrectable"}),
+        ("gpu.remap_pending", h.remap_pending, {}), ("gpu.remap_failure", h.remap_failure, {}),
+        ("gpu.pcie_gen", h.pcie_gen, {"which": "current"}),
+        ("gpu.pcie_gen", h.pcie_gen_max, {"which": "max"}),
+        ("gpu.pcie_width", h.pcie_width, {"which": "current"}),
+        ("gpu.pcie_width", h.pcie_width_max, {"which": "max"}),
+        ("gpu.nvlink_down", None if h.nvlink_total is None else h.nvlink_total - (h.nvlink_up or 0), {}),
+    ]
+    return [Metric(name, float(v), COUNT, {**lab, **extra}) for name, v, extra in rows if v is not None]
+
+
+def findings(h: nvml.GpuHealth, params: GpuHealthParams) -> dict[str, list[_Finding]]:
+    """Per metric, what is wrong with one GPU (pure). Empty lists mean checked and fine."""
+    g = h.gpu
+    out: dict[str, list[_Finding]] = {}
+
+    def check(metric: str, known: bool, bad: bool, measured: float, msg: str,
+              outcome: Outcome = Outcome.FAIL) -> None:
+        if known:
+            out.setdefault(metric, [])
+            if bad:
+                out[metric].append(_Finding(g, measured, f"GPU {g}: {msg}", outcome))
+
+    if params.require_persistence:
+        check("gpu.persistence_mode", h.persistence is not None, h.persistence is False, 0,
+              "persistence mode is off (nvidia-smi -pm 1)")
+    if params.require_ecc:
+        check("gpu.ecc_mode", h.ecc_mode is not None, h.ecc_mode is False, 0, "ECC is off")
+    for scope, n in (("volatile", h.ecc_volatile_uncorrected), ("aggregate", h.ecc_aggregate_uncorrected)):
+        check("gpu.ecc_uncorrected", n is not None, bool(n), float(n or 0),
+              f"{n} uncorrectable ECC errors ({scope})")
+    retired = None
+    if h.retired_sbe is not None or h.retired_dbe is not None:
+        retired = (h.retired_sbe or 0) + (h.retired_dbe or 0)
+    if retired is not None:
+        over_fail = retired >= params.retired_pages_fail
+        check("gpu.retired_pages", True, over_fail or retired >= params.retired_pages_warn, float(retired),
+              f"{retired} retired pages (warn from {params.retired_pages_warn}, fail from "
+              f"{params.retired_pages_fail})", Outcome.FAIL if over_fail else Outcome.WARN)
+    check("gpu.retired_pending", h.retired_pending is not None, bool(h.retired_pending), 1,
+          "a page retirement is pending: reset the GPU")
+    check("gpu.remap_failure", h.remap_failure is not None, bool(h.remap_failure), 1,
+          "a memory row remap failed: the GPU needs service")
+    check("gpu.remap_pending", h.remap_pending is not None, bool(h.remap_pending), 1,
+          "a row remap is pending: reset the GPU")
+    down = None if h.nvlink_total is None else h.nvlink_total - (h.nvlink_up or 0)
+    check("gpu.nvlink_down", down is not None, bool(down), float(down or 0),
+          f"{down} of {h.nvlink_total} NVLink links are down")
+    w, wm = h.pcie_width, h.pcie_width_max
+    check("gpu.pcie_width", w is not None and wm is not None, (w or 0) < (wm or 0), float(w or 0),
+          f"PCIe link trained down: x{w} of x{wm} (Gen{h.pcie_gen} of Gen{h.pcie_gen_max} at idle)")
+    return out
+
+
+def xid_metrics(parsed_metrics: Sequence[Metric], inventory_gpus: Sequence[Mapping[str, Any]],
+                critical: Sequence[int]) -> tuple[list[Metric], dict[int, int]]:
+    """gpu.xid per GPU (by PCI address; `pci` label when no GPU matches) and critical counts per GPU."""
+    by_pci = {xid_parser.normalize_pci(str(g.get("pci_bus_id", ""))): i for i, g in enumerate(inventory_gpus)}
+    out: list[Metric] = []
+    crit = {i: 0 for i in range(len(inventory_gpus))}
+    for m in parsed_metrics:
+        pci, code = str(m.labels.get("pci")), int(m.labels.get("xid", -1))
+        gpu = by_pci.get(pci)
+        out.append(Metric("gpu.xid", m.value, COUNT, {"xid": code, **({"gpu": gpu} if gpu is not None
+                                                                         else {"pci": pci})}))
+        if gpu is not None and code in critical:
+            crit[gpu] += int(m.value)
+    return out, crit
+
+
+def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
+    """Read NVML and the kernel log; metrics per GPU and the health verdicts."""
+    with nvml.NvmlSession() as nv:
+        health = nv.health()
+    metrics: list[Metric] = []
+    found: dict[str, list[_Finding]] = {}
+    lost = [h for h in health if h.error]
+    for h in health:
+        if h.error:
+            continue
+        metrics += health_metrics(h)
+        for metric, items in findings(h, params).items():
+            found.setdefault(metric, []).extend(items)
+    problems: list[str] = []
+    details: dict[str, Any] = {"gpus": len(health)}
+    argv = xid_argv(params)
+    if argv:
+        try:
+            res = ctx.run_tool(argv, name=params.xid_source)
+        except ToolError as e:
+            problems.append(f"could not read the kernel log for XIDs ({e}); run as root, or set "
+                            "xid_source: none")
+        else:
+            parsed = xid_parser.parse(res.stdout())
+            xm, crit = xid_metrics(parsed.metrics, ctx.inventory.get("gpus", []), params.xid_critical)
+            metrics += xm
+            metrics += [Metric("gpu.xid_critical", float(n), COUNT, {"gpu": g}) for g, n in crit.items()]
+            found["gpu.xid_critical"] = [
+                _Finding(g, float(n), f"GPU {g}: {n} critical XID event(s) in the kernel log "
+                         f"(codes {', '.join(map(str, params.xid_critical))})") for g, n in crit.items() if n]
+            details["xid_events"] = parsed.details.get("events", [])[:20]
+    own = [Evaluation("gpu.lost", {"gpu": h.gpu}, Outcome.FAIL, "fail", 1.0, COUNT, None, None, 0.0, "each",
+                      f"GPU {h.gpu} does not answer NVML: {h.error}", None, SOURCE) for h in lost]
+    own += _verdicts(found, len(health) - len(lost))
+    idle_gen = [f"GPU {h.gpu} Gen{h.pcie_gen} of Gen{h.pcie_gen_max}" for h in health
+                if h.pcie_gen is not None and h.pcie_gen_max is not None and h.pcie_gen < h.pcie_gen_max]
+    if idle_gen:
+        details["pcie_gen_at_idle"] = "; ".join(idle_gen) + " (normal at idle; judged under load by the burn)"
+    bad = sum(1 for e in own if e.outcome is Outcome.FAIL)
+    warn = sum(1 for e in own if e.outcome is Outcome.WARN)
+    parts = [f"{n} {what}" for n, what in ((bad, "failed"), (warn, "warning(s)")) if n]
+    summary = f"{len(health)} GPUs: " + (", ".join(parts) or "healthy")
+    return CheckOutput(tuple(metrics), tuple(problems), details, summary, tuple(own))
+
+
+def _verdicts(found: Mapping[str, list[_Finding]], checked: int) -> list[Evaluation]:
+    """One evaluation per finding, and one passing row per rule that found nothing."""
+    out: list[Evaluation] = []
+    for metric, items in found.items():
+        for f in items:
+            high = 0.0 if f.outcome is Outcome.FAIL else None
+            out.append(Evaluation(metric, {"gpu": f.gpu}, f.outcome, "fail" if f.outcome is Outcome.FAIL
+                                  else "warn", f.measured, COUNT, None, None, high, "each", f.message, None,
+                                  SOURCE))
+        if not items:
+            out.append(Evaluation(metric, {}, Outcome.PASS, "fail", None, COUNT, None, None, None, "max",
+                                  f"all {checked} GPUs fine", None, SOURCE))
+    return out
+
+
+KIND = CheckKind(
+    name="gpu_health",
+    description="GPU health gate: ECC, retired pages, row remap, PCIe width, NVLink, XIDs (NVML, kernel log)",
+    params=GpuHealthParams,
+    metrics=catalog.subset(list(METRICS)),
+    run=run,
+    plan=plan,
+    needs=frozenset({"gpu"}),
+    estimate_s=lambda _p: 2.0,
+)

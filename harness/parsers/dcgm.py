@@ -1,0 +1,241 @@
+"""Parse `dcgmi diag` results: JSON (`-j`, DCGM 3.x and 4.x) and the text table.
+
+Pure: text in, ParseResult out. Each test result becomes `dcgm.result` (1 Pass, 0 Fail or Warn)
+labelled `test` and, where DCGM says which GPU, `gpu`; skipped tests are omitted, never counted
+as failures. A failed test is a hardware verdict, not an invalid run: the run stays valid and
+DCGM's own message is kept in `details["failures"]`. The run is invalid when the output is not a
+complete diagnostic (no document root, a runtime error, a table without its closing border).
+
+JSON shapes: 3.x root "DCGM GPU Diagnostic", results carry "gpu_ids" ("0" or "0,1");
+4.x root "DCGM Diagnostic", results carry "entity_group": "GPU" and "entity_id", "info" is a
+list. Warnings are {"warning": text, "error_id": n, ...} objects in both.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.model import Metric
+from harness.parsers.base import ParseResult, invalid
+from harness.units import COUNT
+
+KIND = "dcgmi-diag"
+ROOTS = ("DCGM Diagnostic", "DCGM GPU Diagnostic")
+_WORSE = {"fail": 3, "warn": 2, "pass": 1, "skip": 0}
+_ROW = re.compile(r"^\|(.*)\|(.*)\|\s*$")
+_SECTION = re.compile(r"^[|+]-+\s+(\w[\w ]*?)\s+-+[+|]")
+_RESULT = re.compile(r"^(pass|fail|warn|skip|not run)\b\s*(?:-\s*(.*))?$", re.IGNORECASE)
+_PER_GPU = re.compile(r"^GPU\s*(\d+)\s*:\s*(pass|fail|warn|skip)\b", re.IGNORECASE)
+_IDS = re.compile(r"GPUs?\s*:\s*([\d,\s]+)", re.IGNORECASE)
+
+
+@dataclass
+class _Results:
+    """(test, gpu) -> status, in first-seen order, plus DCGM's messages for non-passes."""
+
+    status: dict[tuple[str, int | None], str] = field(default_factory=dict)
+    messages: dict[str, list[str]] = field(default_factory=dict)
+    category: dict[str, str] = field(default_factory=dict)
+
+    def add(self, test: str, gpu: int | None, status: str) -> None:
+        s = "skip" if status.lower() == "not run" else status.lower()
+        if s not in _WORSE:
+            return
+        key = (test, gpu)
+        if key not in self.status or _WORSE[s] > _WORSE[self.status[key]]:
+            self.status[key] = s
+
+    def note(self, test: str, text: str) -> None:
+        text = " ".join(text.split())
+        if text and text not in self.messages.setdefault(test, []):
+            self.messages[test].append(text)
+
+
+def parse(text: str) -> ParseResult:
+    """dcgm.result{test,gpu} from `dcgmi diag -j` JSON or its text table."""
+    if "{" in text and any(f'"{k}"' in text for k in ("test_categories", "results", *ROOTS)):
+        return _parse_json(text)
+    if re.search(r"^\|\s*Diagnostic\s*\|\s*Result\s*\|", text, re.MULTILINE):
+        return _parse_table(text)
+    return invalid(KIND, "not dcgmi diag output (no JSON results, no 'Diagnostic | Result' table)")
+
+
+# ---------------------------------------------------------------- JSON
+
+def _objects(text: str) -> Iterator[dict[str, Any]]:
+    """Every top-level JSON object in `text`, skipping what does not decode."""
+    decoder = json.JSONDecoder()
+    pos = text.find("{")
+    while pos != -1:
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except ValueError:
+            pos = text.find("{", pos + 1)
+            continue
+        if isinstance(obj, dict):
+            yield obj
+        pos = text.find("{", end)
+
+
+def _parse_json(text: str) -> ParseResult:
+    problems: list[str] = []
+    root: Mapping[str, Any] | None = None
+    tests: list[tuple[str, Mapping[str, Any]]] = []
+    version = None
+    for obj in _objects(text):
+        for name in ROOTS:
+            if isinstance(obj.get(name), Mapping):
+                root, version = obj[name], ("4.x" if name == ROOTS[0] else "3.x")
+                break
+        if root is not None:
+            break
+        if "name" in obj and isinstance(obj.get("results"), list):
+            tests.append(("", obj))  # a bare test object: a fragment of a document
+    if root is not None:
+        err = root.get("runtime_error")
+        if err:
+            problems.append(f"dcgmi diag runtime error: {' '.join(str(err).split())}")
+        for cat in root.get("test_categories") or []:
+            if isinstance(cat, Mapping):
+                tests += [(str(cat.get("category") or ""), t) for t in cat.get("tests") or []
+                          if isinstance(t, Mapping)]
+    elif tests:
+        problems.append("a fragment: test objects without the 'DCGM Diagnostic' document around "
+                        "them, so the run cannot be shown complete")
+    else:
+        return invalid(KIND, "JSON without DCGM diagnostic results")
+    res = _Results()
+    for category, t in tests:
+        name = str(t.get("name") or "?")
+        res.category[name] = category
+        for r in t.get("results") or []:
+            if isinstance(r, Mapping):
+                _json_result(res, name, r)
+    if not res.status and not problems:
+        problems.append("no test results in the diagnostic")
+    return _finish(res, problems, {"format": f"json {version}" if version else "json fragment"})
+
+
+def _json_result(res: _Results, name: str, r: Mapping[str, Any]) -> None:
+    status = str(r.get("status") or "")
+    gpus: list[int | None] = []
+    if str(r.get("entity_group", "GPU")).upper() == "GPU" and isinstance(r.get("entity_id"), int):
+        gpus = [r["entity_id"]]
+    else:
+        ids = r.get("gpu_ids", r.get("gpu_id"))
+        if isinstance(ids, int):
+            gpus = [ids]
+        elif isinstance(ids, str):
+            gpus = [int(x) for x in re.findall(r"\d+", ids)]
+    for g in gpus or [None]:
+        res.add(name, g, status)
+    if status.lower() in ("fail", "warn"):
+        warnings = r.get("warnings")
+        items = warnings if isinstance(warnings, list) else [r.get("warning")]
+        for w in items:
+            msg = w.get("warning") if isinstance(w, Mapping) else w
+            if msg:
+                res.note(name, str(msg))
+
+
+# ---------------------------------------------------------------- text table
+
+def _parse_table(text: str) -> ParseResult:
+    res = _Results()
+    meta: dict[str, str] = {}
+    section = ""
+    test: str | None = None
+    message: list[str] | None = None  # cells of a wrapped Error/Warning row
+    tables = closed = 0
+
+    def flush() -> None:
+        if test is not None and message:
+            res.note(test, "".join(message))
+
+    for line in text.splitlines():
+        line = line.rstrip()
+        if re.match(r"^\|\s*Diagnostic\s*\|\s*Result\s*\|", line):
+            tables += 1
+            continue
+        sec = _SECTION.match(line)
+        if sec:
+            flush()
+            section, test, message = sec.group(1).strip(), None, None
+            continue
+        if re.fullmatch(r"\+[-=]+\+[-=]+\+", line):
+            if "=" not in line and tables > closed and test is not None:
+                closed += 1  # the bottom border of a table that has rows
+            continue
+        row = _ROW.match(line)
+        if row is None:
+            continue
+        name, cell = row.group(1).strip(), row.group(2)
+        value = cell.strip()
+        if section.lower() == "metadata":
+            meta[name] = value
+            continue
+        if name and (name.lower() in ("error", "warning", "info") or name.lower().startswith("warning")):
+            flush()
+            message = [cell[1:-2] if len(cell) > 3 else value]
+            if name.lower() == "info":
+                message = None
+            continue
+        if not name:
+            per_gpu = _PER_GPU.match(value)
+            if per_gpu and test is not None:
+                res.status.pop((test, None), None)  # per-GPU rows replace the aggregate
+                res.add(test, int(per_gpu.group(1)), per_gpu.group(2))
+            elif message is not None:
+                message.append(cell[1:-2] if len(cell) > 3 else value)
+            continue
+        flush()
+        message = None
+        test = name
+        res.category[name] = section
+        m = _RESULT.match(value)
+        if m is None:
+            continue
+        ids = _IDS.search(m.group(2) or "")
+        for g in [int(x) for x in re.findall(r"\d+", ids.group(1))] if ids else [None]:
+            res.add(test, g, m.group(1))
+    flush()
+    problems = []
+    if closed < tables:
+        problems.append("the results table is cut off (no closing border)")
+    if not res.status:
+        problems.append("no test results in the table")
+    details: dict[str, Any] = {"format": "table", "tables": tables}
+    if meta:
+        details["metadata"] = meta
+    return _finish(res, problems, details)
+
+
+# ---------------------------------------------------------------- common
+
+def _finish(res: _Results, problems: list[str], details: dict[str, Any]) -> ParseResult:
+    metrics: list[Metric] = []
+    failures: list[str] = []
+    skipped: list[str] = []
+    for (test, gpu), status in res.status.items():
+        labels: dict[str, str | int] = {"test": test}
+        where = f"{test}" if gpu is None else f"{test} GPU {gpu}"
+        if gpu is not None:
+            labels["gpu"] = gpu
+        if status == "skip":
+            skipped.append(where)
+            continue
+        metrics.append(Metric("dcgm.result", 1.0 if status == "pass" else 0.0, COUNT, labels))
+        if status in ("fail", "warn"):
+            why = "; ".join(res.messages.get(test, [])) or "no message"
+            failures.append(f"{where}: {status.capitalize()}: {why}")
+    ran: dict[str, int] = {}
+    for (test, _gpu), status in res.status.items():
+        if status != "skip":
+            cat = res.category.get(test, "").lower() or "unknown"
+            ran[cat] = ran.get(cat, 0) + 1
+    details.update({"failures": failures, "skipped": skipped, "ran_by_category": ran})
+    return ParseResult(KIND, not problems, tuple(problems), tuple(metrics), details)

@@ -1,0 +1,58 @@
+"""Count NVIDIA XID events in kernel log text (dmesg, `dmesg --ctime`, journalctl -k). Pure.
+
+A line such as `NVRM: Xid (PCI:0000:9b:00): 119, pid=..., <message>` is one event. Any
+prefix (a boot-time or ctime stamp, a journal "host kernel:" prefix) is allowed. NVSwitch
+`SXid` lines are not GPU XIDs and are not counted. `NVRM: GPU at PCI:...: GPU-<uuid>` lines
+name the GPU behind a PCI address; they are kept in details so a check can map events to
+GPUs. Every text is valid: a log without XID lines means no XID was logged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from harness.model import Metric
+from harness.parsers.base import ParseResult
+from harness.units import COUNT
+
+KIND = "xid"
+_XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?\):"
+                  r"\s*(\d+)\s*,?\s*(.*)$")
+_GPU_AT = re.compile(r"NVRM: GPU at PCI:([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}):"
+                     r"\s*(GPU-[0-9a-fA-F-]+)")
+_STAMP = re.compile(r"^\s*\[([^\]]+)\]")
+MAX_EVENTS = 200
+
+
+def normalize_pci(bus_id: str) -> str:
+    """'00000000:9B:00.0' or '0000:9b:00' as '0000:9b:00' (domain, bus, device; lower case)."""
+    parts = bus_id.strip().lower().split(":")
+    if len(parts) < 3:
+        return bus_id.strip().lower()
+    return f"{parts[-3][-4:]}:{parts[-2]}:{parts[-1].split('.')[0]}"
+
+
+def parse(text: str) -> ParseResult:
+    """gpu.xid{pci,xid}: how many times each XID code was logged for each GPU."""
+    counts: Counter[tuple[str, int]] = Counter()
+    events: list[dict[str, object]] = []
+    uuids: dict[str, str] = {}
+    for line in text.splitlines():
+        at = _GPU_AT.search(line)
+        if at:
+            uuids[normalize_pci(at.group(1))] = at.group(2)
+            continue
+        m = _XID.search(line)
+        if m is None:
+            continue
+        pci, code = normalize_pci(m.group(1)), int(m.group(2))
+        counts[(pci, code)] += 1
+        if len(events) < MAX_EVENTS:
+            stamp = _STAMP.match(line)
+            events.append({"pci": pci, "xid": code, "when": stamp.group(1) if stamp else None,
+                           "message": m.group(3).strip()[:300]})
+    metrics = tuple(Metric("gpu.xid", float(n), COUNT, {"pci": pci, "xid": code})
+                    for (pci, code), n in sorted(counts.items()))
+    return ParseResult(KIND, True, (), metrics,
+                       {"events": events, "total": sum(counts.values()), "uuids": uuids})

@@ -1,0 +1,199 @@
+"""GPU telemetry alongside a check: a sampler thread, compact time series, and the runner's hook.
+
+`observe(kind, params, ctx)` runs one check with the sampler going (when the node has GPUs),
+saves the series to raw/<check>/telemetry.json, and adds the derived per-GPU metrics and the
+telemetry's own judgements (a GPU that stopped answering, a PCIe link below its maximum under
+load, a GPU hotter than its siblings) to the check's output. The series are columnar: one
+time axis, and per GPU one list per field, None where NVML did not answer.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from pydantic import Field
+
+from harness import siblings, telemetry_metrics
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params
+from harness.platform import nvml
+
+DEFAULT_PERIOD_S = 1.0
+FORMAT_VERSION = 1
+FIELDS: tuple[str, ...] = tuple(f.name for f in fields(nvml.GpuSample) if f.name not in ("gpu", "error"))
+Value = Union[float, int, None]
+
+
+class TelemetryParams(Params):
+    """Params of kinds that tune the telemetry run alongside them."""
+
+    telemetry_period: float = Field(DEFAULT_PERIOD_S, ge=0.05, le=60.0,
+                                    description="seconds between telemetry samples (0.1 = 10 Hz)")
+    sibling_temp_tolerance: Optional[float] = Field(
+        0.15, gt=0, lt=1, description="a GPU whose peak temperature is more than this fraction above "
+        "the median of its siblings (3 or more) fails; null to turn off")
+
+
+@dataclass(frozen=True)
+class Series:
+    """Telemetry of one check: shared time axis (s from the start) and per-GPU columns."""
+
+    period_s: float
+    t: tuple[float, ...]
+    gpus: Mapping[int, Mapping[str, tuple[Value, ...]]]
+    lost: Mapping[int, tuple[float, str]] = field(default_factory=dict)  # gpu -> (t, why)
+    overruns: int = 0  # ticks skipped because a sample took longer than the period
+    sample_cost_s: float = 0.0  # mean wall time of one sample of all GPUs
+
+    def column(self, gpu: int, name: str) -> tuple[Value, ...]:
+        return self.gpus.get(gpu, {}).get(name, ())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": FORMAT_VERSION, "period_s": self.period_s, "t": [round(x, 3) for x in self.t],
+                "gpus": {str(g): {k: list(v) for k, v in cols.items() if any(x is not None for x in v)}
+                         for g, cols in self.gpus.items()},
+                "lost": {str(g): {"t": round(t, 3), "why": why} for g, (t, why) in self.lost.items()},
+                "overruns": self.overruns, "sample_cost_s": round(self.sample_cost_s, 6)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Series:
+        t = tuple(float(x) for x in d.get("t", []))
+        gpus = {int(g): {k: tuple(v) for k, v in cols.items()} for g, cols in d.get("gpus", {}).items()}
+        lost = {int(g): (float(v["t"]), str(v["why"])) for g, v in d.get("lost", {}).items()}
+        return cls(float(d.get("period_s", DEFAULT_PERIOD_S)), t, gpus, lost,
+                   int(d.get("overruns", 0)), float(d.get("sample_cost_s", 0.0)))
+
+
+class Sampler:
+    """Reads all GPUs every `period_s` in a thread. Late ticks are skipped, never bunched up."""
+
+    def __init__(self, read: Callable[[], Sequence[nvml.GpuSample]], period_s: float = DEFAULT_PERIOD_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.read, self.period_s, self.clock = read, period_s, clock
+        self._t: list[float] = []
+        self._cols: dict[int, dict[str, list[Value]]] = {}
+        self._lost: dict[int, tuple[float, str]] = {}
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._t0 = 0.0
+        self._cost = 0.0
+        self._overruns = 0
+        self.error: str | None = None  # why sampling stopped early, if it did
+
+    def start(self) -> Sampler:
+        self._t0 = self.clock()
+        self._thread = threading.Thread(target=self._loop, name="harness-telemetry", daemon=True)
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        due = self._t0
+        while True:
+            self._take()
+            due += self.period_s
+            now = self.clock()
+            if now > due:  # the sample overran its slot: skip the missed ticks
+                missed = int((now - due) / self.period_s) + 1
+                self._overruns += missed
+                due += missed * self.period_s
+            if self._stop.wait(max(0.0, due - now)):
+                return
+
+    def _take(self) -> None:
+        start = self.clock()
+        try:
+            samples = self.read()
+        except Exception as e:  # NVML itself broke: keep what we have, say why
+            self.error = f"{type(e).__name__}: {e}"
+            self._stop.set()
+            return
+        now = self.clock()
+        with self._lock:
+            self._cost += now - start
+            t = start - self._t0
+            n = len(self._t)
+            self._t.append(t)
+            for s in samples:
+                cols = self._cols.setdefault(s.gpu, {k: [None] * n for k in FIELDS})
+                for k in FIELDS:
+                    cols[k].append(getattr(s, k))
+                if s.error and s.gpu not in self._lost:
+                    self._lost[s.gpu] = (t, s.error)
+            for cols in self._cols.values():  # a GPU missing from this reading gets a gap
+                for k in FIELDS:
+                    if len(cols[k]) < n + 1:
+                        cols[k].append(None)
+
+    def stop(self) -> Series:
+        """Stop the thread, take one last sample, and return the series."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.error is None:
+            self._take()
+        with self._lock:
+            n = len(self._t)
+            gpus = {g: {k: tuple(v) for k, v in cols.items()} for g, cols in sorted(self._cols.items())}
+            return Series(self.period_s, tuple(self._t), gpus, dict(self._lost), self._overruns,
+                          self._cost / n if n else 0.0)
+
+
+def save(series: Series, raw_dir: Path) -> Path:
+    """Write the series as raw_dir/telemetry.json (telemetry-2.json, ... when one exists)."""
+    raw_dir.mkdir(parents=True, exist_ok=True)
+    path, n = raw_dir / "telemetry.json", 1
+    while path.exists():
+        n += 1
+        path = raw_dir / f"telemetry-{n}.json"
+    path.write_text(json.dumps(series.to_dict(), separators=(",", ":")), encoding="utf-8")
+    return path
+
+
+def load(path: Path) -> Series:
+    """A saved series (raises OSError or ValueError on a missing or broken file)."""
+    return Series.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
+
+def observe(kind: CheckKind, params: Any, ctx: CheckContext,
+            session: Callable[[], nvml.NvmlSession] = nvml.NvmlSession) -> CheckOutput:
+    """Run `kind` with telemetry sampled alongside when the node has GPUs; add what it shows."""
+    if not ctx.inventory.get("gpus"):
+        return kind.run(params, ctx)
+    tp = params if isinstance(params, TelemetryParams) else None
+    period = tp.telemetry_period if tp else DEFAULT_PERIOD_S
+    try:
+        nv = session()
+    except nvml.NvmlUnavailable as e:
+        ctx.log.warning("telemetry off for %s: %s", ctx.check_id, e)
+        out = kind.run(params, ctx)
+        return replace(out, details={**out.details, "telemetry": {"error": str(e)}})
+    sampler = Sampler(nv.sample, period).start()
+    saved: Path | None = None
+    try:
+        out = kind.run(params, ctx)
+    finally:
+        series = sampler.stop()
+        nv.close()
+        try:
+            saved = save(series, ctx.raw_dir)
+        except OSError as e:
+            ctx.log.warning("could not save telemetry of %s: %s", ctx.check_id, e)
+    metrics = telemetry_metrics.derive(series)
+    own = telemetry_metrics.judge(series)
+    if tp and tp.sibling_temp_tolerance is not None:
+        rule = siblings.SiblingRule("gpu.temp_max", ("gpu",), tp.sibling_temp_tolerance, "lower")
+        own += siblings.judge(rule, metrics)
+    summary: dict[str, Any] = {
+        "file": str(saved.relative_to(ctx.run_dir)) if saved else None, "period_s": period,
+        "samples": len(series.t), "gpus": len(series.gpus), "overruns": series.overruns,
+        "sample_cost_ms": round(series.sample_cost_s * 1000, 3)}
+    if sampler.error:
+        summary["error"] = sampler.error
+    return replace(out, metrics=(*out.metrics, *metrics), evaluations=(*out.evaluations, *own),
+                   details={**out.details, "telemetry": summary})

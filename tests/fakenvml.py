@@ -1,0 +1,170 @@
+"""A stand-in for nvidia-ml-py (`pynvml`) with per-GPU state, for tests only.
+
+It answers the calls harness/platform/nvml.py makes, raising an NVMLError carrying `.value`
+as the real binding does: 3 (Not Supported) for a field a GPU lacks, 15 (GPU is lost) once a
+GPU has "fallen off the bus". Each GPU counts its telemetry reads (temperature reads), so a
+throttle pattern or a loss can be tied to the sample number.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+NOT_SUPPORTED = 3
+GPU_IS_LOST = 15
+POWER_CAP = 0x4
+HW_SLOWDOWN = 0x8
+IDLE = 0x1
+
+
+class NVMLError(Exception):
+    def __init__(self, value: int) -> None:
+        super().__init__({NOT_SUPPORTED: "Not Supported", GPU_IS_LOST: "GPU is lost"}.get(value, "Unknown"))
+        self.value = value
+
+
+@dataclass
+class FakeGpu:
+    """One GPU's state. None means NVML answers Not Supported for that field."""
+
+    name: str = "NVIDIA H200"
+    temp: float | Callable[[int], float] = 62.0
+    mem_temp: float | None = 55.0
+    power_w: float | Callable[[int], float] = 650.0
+    energy: bool = True  # has the total-energy counter
+    sm_clock: float | Callable[[int], float] = 1980.0
+    mem_clock: float = 3201.0
+    util: float | Callable[[int], float] = 100.0
+    reasons: int | Callable[[int], int] = 0
+    pcie: tuple[int, int, int, int] = (5, 5, 16, 16)  # gen, gen max, width, width max
+    replays: int = 0
+    ecc: dict[tuple[int, int], int] = field(default_factory=dict)  # (type, counter) -> count
+    ecc_mode: bool | None = True
+    persistence: bool = True
+    retired: tuple[int, int] = (0, 0)  # sbe, dbe
+    retired_pending: bool = False
+    remap: tuple[int, int, int, int] | None = (0, 0, 0, 0)  # corr, unc, pending, failure
+    nvlinks: int = 18
+    nvlinks_down: int = 0
+    lost_after: int | None = None  # reads after which the GPU is gone
+    reads: int = 0
+    t0: float = field(default_factory=time.monotonic)
+
+    def at(self, v: float | int | Callable[[int], float] | Callable[[int], int]) -> float:
+        return float(v(self.reads) if callable(v) else v)
+
+
+def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550.90.12") -> types.ModuleType:
+    """A fake `pynvml` module over these GPUs (handles are GPU indices)."""
+    m = types.ModuleType("pynvml")
+    m.NVMLError = NVMLError  # type: ignore[attr-defined]
+    consts = dict(NVML_TEMPERATURE_GPU=0, NVML_CLOCK_SM=1, NVML_CLOCK_MEM=2,
+                  NVML_MEMORY_ERROR_TYPE_CORRECTED=0, NVML_MEMORY_ERROR_TYPE_UNCORRECTED=1,
+                  NVML_VOLATILE_ECC=0, NVML_AGGREGATE_ECC=1,
+                  NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS=0,
+                  NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR=1, NVML_FEATURE_ENABLED=1,
+                  NVML_NVLINK_MAX_LINKS=18)
+    for k, v in consts.items():
+        setattr(m, k, v)
+
+    def gpu(h: int) -> FakeGpu:
+        g = gpus[h]
+        if g.lost_after is not None and g.reads > g.lost_after:
+            raise NVMLError(GPU_IS_LOST)
+        return g
+
+    def init() -> None:
+        if fail_init:
+            raise NVMLError(999)
+
+    def temperature(h: int, _sensor: int) -> int:
+        g = gpu(h)
+        g.reads += 1
+        return int(g.at(g.temp))
+
+    def field_values(h: int, ids: list[int]) -> list[types.SimpleNamespace]:
+        g = gpu(h)
+        ok = g.mem_temp is not None
+        return [types.SimpleNamespace(nvmlReturn=0 if ok else NOT_SUPPORTED,
+                                      value=types.SimpleNamespace(uiVal=int(g.mem_temp or 0)))]
+
+    def energy(h: int) -> int:
+        g = gpu(h)
+        if not g.energy:
+            raise NVMLError(NOT_SUPPORTED)
+        return int(1_000_000 + g.at(g.power_w) * (time.monotonic() - g.t0) * 1000)
+
+    def clock(h: int, which: int) -> int:
+        g = gpu(h)
+        return int(g.at(g.sm_clock) if which == 1 else g.mem_clock)
+
+    def ecc_errors(h: int, kind: int, counter: int) -> int:
+        g = gpu(h)
+        if g.ecc_mode is None:
+            raise NVMLError(NOT_SUPPORTED)
+        return g.ecc.get((kind, counter), 0)
+
+    def nvlink_state(h: int, link: int) -> int:
+        g = gpu(h)
+        if link >= g.nvlinks:
+            raise NVMLError(NOT_SUPPORTED)
+        return 0 if link < g.nvlinks_down else 1
+
+    def retired(h: int, cause: int) -> list[int]:
+        g = gpu(h)
+        return [0x1000 * (i + 1) for i in range(g.retired[cause])]
+
+    def remapped(h: int) -> tuple[int, int, int, int]:
+        g = gpu(h)
+        if g.remap is None:
+            raise NVMLError(NOT_SUPPORTED)
+        return g.remap
+
+    def ecc_mode(h: int) -> list[int]:
+        g = gpu(h)
+        if g.ecc_mode is None:
+            raise NVMLError(NOT_SUPPORTED)
+        return [int(g.ecc_mode), int(g.ecc_mode)]
+
+    fns: dict[str, Callable[..., object]] = {
+        "nvmlInit": init, "nvmlShutdown": lambda: None,
+        "nvmlSystemGetDriverVersion": lambda: driver, "nvmlSystemGetCudaDriverVersion_v2": lambda: 12040,
+        "nvmlDeviceGetCount": lambda: len(gpus), "nvmlDeviceGetHandleByIndex": lambda i: i,
+        "nvmlDeviceGetName": lambda h: gpu(h).name, "nvmlDeviceGetUUID": lambda h: f"GPU-{h:08x}-fake",
+        "nvmlDeviceGetSerial": lambda h: f"17537240318{h:02d}",
+        "nvmlDeviceGetVbiosVersion": lambda h: "96.00.A5",
+        "nvmlDeviceGetPciInfo": lambda h: types.SimpleNamespace(busId=f"00000000:{0x18 + 0x10 * h:02X}:00.0"),
+        "nvmlDeviceGetMemoryInfo": lambda h: types.SimpleNamespace(total=150754820096),
+        "nvmlDeviceGetTemperature": temperature, "nvmlDeviceGetFieldValues": field_values,
+        "nvmlDeviceGetPowerUsage": lambda h: int(gpu(h).at(gpu(h).power_w) * 1000),
+        "nvmlDeviceGetTotalEnergyConsumption": energy, "nvmlDeviceGetClockInfo": clock,
+        "nvmlDeviceGetUtilizationRates": lambda h: types.SimpleNamespace(gpu=int(gpu(h).at(gpu(h).util)),
+                                                                          memory=40),
+        "nvmlDeviceGetCurrentClocksEventReasons": lambda h: int(gpu(h).at(gpu(h).reasons)),
+        "nvmlDeviceGetCurrPcieLinkGeneration": lambda h: gpu(h).pcie[0],
+        "nvmlDeviceGetMaxPcieLinkGeneration": lambda h: gpu(h).pcie[1],
+        "nvmlDeviceGetCurrPcieLinkWidth": lambda h: gpu(h).pcie[2],
+        "nvmlDeviceGetMaxPcieLinkWidth": lambda h: gpu(h).pcie[3],
+        "nvmlDeviceGetPcieReplayCounter": lambda h: gpu(h).replays,
+        "nvmlDeviceGetTotalEccErrors": ecc_errors, "nvmlDeviceGetEccMode": ecc_mode,
+        "nvmlDeviceGetPersistenceMode": lambda h: int(gpu(h).persistence),
+        "nvmlDeviceGetRetiredPages": retired,
+        "nvmlDeviceGetRetiredPagesPendingStatus": lambda h: int(gpu(h).retired_pending),
+        "nvmlDeviceGetRemappedRows": remapped, "nvmlDeviceGetNvLinkState": nvlink_state,
+    }
+    for name, fn in fns.items():
+        setattr(m, name, fn)
+    return m
+
+
+def install(monkeypatch: pytest.MonkeyPatch, gpus: list[FakeGpu], **kw: object) -> types.ModuleType:
+    """Put the fake in sys.modules['pynvml'] for this test."""
+    m = module(gpus, **kw)  # type: ignore[arg-type]
+    monkeypatch.setitem(sys.modules, "pynvml", m)
+    return m
