@@ -1,0 +1,27 @@
+"""`harness audit capture`: thin like cli.py; the work is in harness.audit.capture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.group()
+def audit() -> None:
+    """Software and configuration audit (golden config)."""
+
+
+@audit.command("capture")
+@click.option("--output", "-o", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="profile file to write, e.g. profiles/site-golden.yaml")
+@click.option("--extends", help="profile the golden config extends, e.g. generic or h100-sxm-8x")
+@click.option("--name", help="profile name (default: the output file's name without .yaml)")
+@click.option("--force", is_flag=True, help="replace the output file if it exists")
+def capture(output: Path, extends: str | None, name: str | None, force: bool) -> None:
+    """Write this node's facts as a profile whose config: rules it passes."""
+    from harness.audit.capture import capture_to
+
+    path, n = capture_to(output, name=name, extends=extends, force=force)
+    click.echo(f"{path}: {n} config rules; check another node with: "
+               f"harness run quick --profile {path}")
