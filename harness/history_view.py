@@ -1,0 +1,152 @@
+"""What `harness history` and `harness compare` print: data as dicts, then tables.
+
+Tables are rich tables on a terminal and plain aligned text otherwise (CI logs, pipes).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from harness.drift import SeriesKey, collapse
+from harness.errors import UsageError
+from harness.history import KEY_METRICS, store_path
+from harness.identity import changes
+from harness.model import RunRecord
+from harness.store import Store, open_store
+
+KEY_COLUMNS = 4
+
+
+def open_existing(history: str | Path | None) -> Store:
+    """The store named by --history / $HARNESS_HISTORY / reports/history.sqlite; it must exist."""
+    path = store_path(None, history)
+    if path is None:
+        raise UsageError("history is switched off (HARNESS_HISTORY=off)")
+    if not path.is_file():
+        raise UsageError(f"no history store at {path} (give --history PATH or set HARNESS_HISTORY)")
+    return open_store(path)
+
+
+def nodes_data(store: Store) -> list[dict[str, Any]]:
+    out = []
+    for n in store.nodes():
+        runs = store.runs(n.node_id)
+        out.append({"node_id": n.node_id, "name": n.name, "system_serial": n.system_serial,
+                    "runs": len(runs), "first_seen": n.first_seen, "last_seen": n.last_seen,
+                    "last_verdict": runs[-1].verdict if runs else None})
+    return out
+
+
+def node_data(store: Store, query: str) -> dict[str, Any]:
+    """A node's runs (oldest first) with key metric values, and its hardware/software events."""
+    node = store.find_node(query)
+    if node is None:
+        known = ", ".join(n.name for n in store.nodes()) or "none yet"
+        raise UsageError(f"no node {query!r} in {store.path} (known: {known})")
+    runs = store.runs(node.node_id)
+    metrics = store.metrics([r.run_id for r in runs])
+    per_run = [collapse(metrics[r.run_id], None) for r in runs]
+    keys = _key_series(per_run)
+    events = []
+    for a, b in pairwise(runs):
+        events += [{"run_id": b.run_id, "started": b.started, **c.to_dict()}
+                   for c in changes(a.identity, b.identity)]
+    return {
+        "node": {"node_id": node.node_id, "name": node.name, "system_serial": node.system_serial,
+                 "first_seen": node.first_seen, "last_seen": node.last_seen},
+        "key_metrics": [{"check": k.check, "metric": k.metric, "labels": k.label_dict} for k in keys],
+        "runs": [{"run_id": r.run_id, "started": r.started, "hostname": r.hostname, "suite": r.suite,
+                  "profile": r.profile, "verdict": r.verdict, "run_dir": r.run_dir,
+                  "gpus": len(r.identity.gpus),
+                  "values": [series.get(k, (None, ""))[0] for k in keys]}
+                 for r, series in zip(runs, per_run, strict=True)],
+        "events": events,
+    }
+
+
+def _key_series(per_run: Sequence[dict[SeriesKey, tuple[float, str]]]) -> list[SeriesKey]:
+    seen: dict[SeriesKey, int] = {}
+    for series in per_run:
+        for k in series:
+            seen[k] = seen.get(k, 0) + 1
+    ranked = sorted((KEY_METRICS.index(k.metric), -n, k.text(), k) for k, n in seen.items()
+                    if k.metric in KEY_METRICS)
+    return [k for *_, k in ranked[:KEY_COLUMNS]]
+
+
+def _num(v: float | None) -> str:
+    from harness.report.html import fmt_num
+
+    return fmt_num(v, 4)
+
+
+def render_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]],
+                 right: Sequence[int] = (), wrap: Sequence[int] = ()) -> str | None:
+    """Plain aligned text; on a terminal, prints a rich table itself (only `wrap` columns fold)."""
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title=title, title_justify="left")
+        for i, h in enumerate(headers):
+            cells = max((len(r[i]) for r in rows), default=0)
+            t.add_column(h, justify="right" if i in right else "left", no_wrap=i not in wrap,
+                         overflow="fold" if i in wrap else "ellipsis",
+                         min_width=cells if i in right else None)
+        for r in rows:
+            t.add_row(*r)
+        Console().print(t)
+        return None
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+
+    return "\n".join([title, line(headers), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def show_nodes(data: list[dict[str, Any]]) -> list[str | None]:
+    rows = [[str(n["node_id"]), n["name"], n["system_serial"] or "—", str(n["runs"]), n["first_seen"][:10],
+             n["last_seen"][:10], n["last_verdict"] or "—"] for n in data]
+    return [render_table("nodes", ["id", "node", "system serial", "runs", "first", "last", "last verdict"],
+                         rows, right=(0, 3), wrap=(1, 2))]
+
+
+def show_node(data: dict[str, Any]) -> list[str | None]:
+    n = data["node"]
+    heads = [" ".join([k["metric"], "/".join(str(v) for v in k["labels"].values())]).strip()
+             for k in data["key_metrics"]]
+    rows = [[r["started"].replace("T", " ")[:16], r["run_id"], r["suite"], r["verdict"],
+             *(_num(v) for v in r["values"])] for r in data["runs"]]
+    title = f"node {n['name']} (id {n['node_id']}, system serial {n['system_serial'] or 'unknown'})"
+    out = [render_table(title, ["started", "run", "suite", "verdict", *heads], rows,
+                        right=tuple(range(4, 4 + len(heads))), wrap=(1, *range(4, 4 + len(heads))))]
+    if data["events"]:
+        ev = [[e["started"].replace("T", " ")[:16], e["run_id"], e["kind"], e["detail"]]
+              for e in data["events"]]
+        out.append(render_table("events", ["when", "run", "what", "detail"], ev, wrap=(1, 3)))
+    return out
+
+
+def load_run(ref: str, history: str | Path | None) -> RunRecord:
+    """A run directory (or its results.json), or a run id found in the history store."""
+    from harness import results
+
+    p = Path(ref)
+    if p.exists():
+        return results.load(p)
+    path = store_path(None, history)
+    if path is not None and path.is_file():
+        store = open_store(path)
+        try:
+            row = store.run(ref)
+        finally:
+            store.close()
+        if row is not None and row.run_dir and Path(row.run_dir).exists():
+            return results.load(Path(row.run_dir))
+    raise UsageError(f"{ref}: neither a run directory nor a run id in the history store")

@@ -1,0 +1,112 @@
+"""`harness compare RUN_A RUN_B`: every metric side by side, worst regression first. Pure.
+
+Series are matched by check id, metric name and labels (repeats folded by median). The
+regression of a series is its change in the bad direction from the catalogue (`better`):
+a drop for higher-is-better, a rise for lower-is-better; metrics without a direction rank
+after every directed one by the size of their change.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness import catalog
+from harness.drift import SeriesKey, collapse
+from harness.identity import identity_of
+from harness.model import RunRecord
+
+
+@dataclass(frozen=True)
+class Row:
+    """One series in both runs (a side is None when only the other has it)."""
+
+    key: SeriesKey
+    unit: str
+    better: str
+    a: float | None
+    b: float | None
+
+    @property
+    def delta_pct(self) -> float | None:
+        if self.a is None or self.b is None or self.a == 0:
+            return None
+        return 100.0 * (self.b - self.a) / abs(self.a)
+
+    @property
+    def regression_pct(self) -> float | None:
+        """How much worse B is than A in percent (negative: better); None without a direction."""
+        d = self.delta_pct
+        if d is None or self.better not in ("higher", "lower"):
+            return None
+        return -d if self.better == "higher" else d
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.key.check, "metric": self.key.metric, "labels": self.key.label_dict,
+                "unit": self.unit, "better": self.better, "a": self.a, "b": self.b,
+                "delta_pct": self.delta_pct, "regression_pct": self.regression_pct}
+
+
+def _series(record: RunRecord) -> dict[SeriesKey, tuple[float, str]]:
+    valid = ("passed", "warned", "failed")
+    pairs = [(c.id, m) for c in record.checks if c.status.value in valid for m in c.metrics]
+    # part serials are left out on purpose: comparing runs compares positions (GPU 3 vs GPU 3)
+    return collapse(pairs, None) if pairs else {}
+
+
+def _order(r: Row) -> tuple[int, float, str]:
+    reg = r.regression_pct
+    if reg is not None:
+        return (0, -reg, r.key.text())
+    if r.delta_pct is not None:
+        return (1, -abs(r.delta_pct), r.key.text())
+    return (2, 0.0, r.key.text())
+
+
+def compare_runs(a: RunRecord, b: RunRecord) -> list[Row]:
+    """Rows for every series of either run, largest regression first, one-sided rows last."""
+    sa, sb = _series(a), _series(b)
+    rows = []
+    for key in set(sa) | set(sb):
+        va, vb = sa.get(key), sb.get(key)
+        unit = (vb or va or (math.nan, ""))[1]
+        spec = catalog.spec(key.metric)
+        rows.append(Row(key, unit, spec.better if spec else "none",
+                        None if va is None else va[0], None if vb is None else vb[0]))
+    return sorted(rows, key=_order)
+
+
+def to_json(a: RunRecord, b: RunRecord, rows: list[Row]) -> dict[str, Any]:
+    def side(r: RunRecord) -> Mapping[str, Any]:
+        ident = identity_of(r.inventory, r.host)
+        return {"run_id": r.run_id, "host": r.host, "system_serial": ident.system_serial,
+                "started": r.started, "verdict": r.verdict, "suite": r.suite.get("name")}
+
+    return {"a": side(a), "b": side(b), "rows": [r.to_dict() for r in rows]}
+
+
+def fmt(v: float | None) -> str:
+    from harness.report.html import fmt_num
+
+    return fmt_num(v, 4)
+
+
+def fmt_pct(v: float | None) -> str:
+    return "—" if v is None else f"{v:+.1f}%"
+
+
+def table_rows(rows: list[Row]) -> list[tuple[str, ...]]:
+    """Display cells: series, A, B, unit, delta, and a verdict word."""
+    out: list[tuple[str, ...]] = []
+    for r in rows:
+        reg = r.regression_pct
+        if r.a is None or r.b is None:
+            word = "only in B" if r.a is None else "only in A"
+        elif reg is None:
+            word = ""
+        else:
+            word = "worse" if reg > 0 else ("better" if reg < 0 else "same")
+        out.append((r.key.text(), fmt(r.a), fmt(r.b), r.unit, fmt_pct(r.delta_pct), word))
+    return out

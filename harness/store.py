@@ -1,0 +1,266 @@
+"""History of runs: a small storage layer (the Store protocol) and its SQLite implementation.
+
+Runs are keyed by run id and belong to a node, resolved by serial numbers (harness.identity),
+so a renamed host or a swapped GPU stays the same node. Only metrics of checks that measured
+validly (passed, warned, failed) are stored. The schema carries a version in `meta`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Protocol
+
+from harness.drift import VALID
+from harness.errors import StorageError
+from harness.identity import NodeIdentity, identity_of, same_node
+from harness.model import Metric, RunRecord
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS nodes (
+    node_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL,
+    system_serial TEXT,
+    first_seen TEXT NOT NULL,
+    last_seen TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    node_id INTEGER NOT NULL REFERENCES nodes(node_id),
+    hostname TEXT NOT NULL,
+    system_serial TEXT,
+    identity TEXT NOT NULL,
+    suite TEXT NOT NULL,
+    profile TEXT NOT NULL,
+    verdict TEXT NOT NULL,
+    started TEXT NOT NULL,
+    finished TEXT NOT NULL,
+    run_dir TEXT,
+    harness_version TEXT NOT NULL,
+    recorded TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_node ON runs(node_id, started);
+CREATE TABLE IF NOT EXISTS metrics (
+    run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+    check_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    labels TEXT NOT NULL,
+    value REAL NOT NULL,
+    unit TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS metrics_by_run ON metrics(run_id);
+"""
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """A node: its store id, latest hostname, system serial and when it was seen."""
+
+    node_id: int
+    name: str
+    system_serial: str | None
+    first_seen: str
+    last_seen: str
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One recorded run (no metrics; see Store.metrics)."""
+
+    run_id: str
+    node_id: int
+    hostname: str
+    identity: NodeIdentity
+    suite: str
+    profile: str
+    verdict: str
+    started: str
+    finished: str
+    run_dir: str | None
+
+
+class Store(Protocol):
+    """What history needs from a database; SqliteStore is the one implementation."""
+
+    path: str
+
+    def record(self, record: RunRecord, run_dir: Path | None = None) -> RunRow: ...
+    def resolve(self, identity: NodeIdentity) -> NodeRow | None: ...
+    def nodes(self) -> list[NodeRow]: ...
+    def node(self, node_id: int) -> NodeRow | None: ...
+    def find_node(self, text: str) -> NodeRow | None: ...
+    def runs(self, node_id: int) -> list[RunRow]: ...
+    def run(self, run_id: str) -> RunRow | None: ...
+    def metrics(self, run_ids: Sequence[str]) -> dict[str, list[tuple[str, Metric]]]: ...
+    def close(self) -> None: ...
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class SqliteStore:
+    """History in one SQLite file (created on first use, parent directories too)."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.path = str(path)
+        try:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, timeout=30)
+            self.db.execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+        except (sqlite3.Error, OSError) as e:
+            raise StorageError(f"history store {self.path}: {e}") from e
+
+    def _migrate(self) -> None:
+        with self.db:
+            self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise StorageError(f"history store {self.path} has schema version {version}; this "
+                                   f"harness knows up to {SCHEMA_VERSION} (upgrade the harness)")
+            if version < 1:
+                self.db.executescript(_SCHEMA)
+                self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                                (str(SCHEMA_VERSION),))
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing ----------------------------------------------------------------------
+    def record(self, record: RunRecord, run_dir: Path | None = None) -> RunRow:
+        """Add (or replace) a run and its valid metrics; returns the stored row."""
+        ident = identity_of(record.inventory, record.host)
+        try:
+            with self.db:
+                old = self.db.execute("SELECT node_id FROM runs WHERE run_id = ?",
+                                      (record.run_id,)).fetchone()
+                node = self.node(int(old[0])) if old else self.resolve(ident)
+                node_id = self._upsert_node(node, ident, record.started)
+                self.db.execute("DELETE FROM runs WHERE run_id = ?", (record.run_id,))
+                self.db.execute(
+                    "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (record.run_id, node_id, ident.hostname, ident.system_serial,
+                     json.dumps(ident.to_dict(), sort_keys=True), str(record.suite.get("name", "")),
+                     str(record.profile.get("name", "")), record.verdict, record.started, record.finished,
+                     str(run_dir) if run_dir else None, record.harness_version, _now()))
+                self.db.executemany("INSERT INTO metrics VALUES (?,?,?,?,?,?)", [
+                    (record.run_id, c.id, m.name, json.dumps(dict(m.labels), sort_keys=True), m.value, m.unit)
+                    for c in record.checks if c.status.value in VALID for m in c.metrics])
+        except sqlite3.Error as e:
+            raise StorageError(f"history store {self.path}: cannot record {record.run_id}: {e}") from e
+        row = self.run(record.run_id)
+        assert row is not None
+        return row
+
+    def _upsert_node(self, node: NodeRow | None, ident: NodeIdentity, started: str) -> int:
+        if node is None:
+            cur = self.db.execute("INSERT INTO nodes (name, system_serial, first_seen, last_seen) "
+                                  "VALUES (?,?,?,?)", (ident.hostname, ident.system_serial, started, started))
+            return int(cur.lastrowid or 0)
+        latest = started >= node.last_seen
+        self.db.execute(
+            "UPDATE nodes SET name = ?, system_serial = COALESCE(system_serial, ?), "
+            "first_seen = MIN(first_seen, ?), last_seen = MAX(last_seen, ?) WHERE node_id = ?",
+            (ident.hostname if latest else node.name, ident.system_serial, started, started, node.node_id))
+        return node.node_id
+
+    # -- reading ----------------------------------------------------------------------
+    def resolve(self, identity: NodeIdentity) -> NodeRow | None:
+        """The known node this identity belongs to: system serial, then parts, then hostname."""
+        if identity.system_serial:
+            row = self.db.execute("SELECT * FROM nodes WHERE system_serial = ?",
+                                  (identity.system_serial,)).fetchone()
+            if row:
+                return NodeRow(*row)
+        best: NodeRow | None = None
+        for node in self.nodes():
+            last = self._last_identity(node.node_id)
+            if last is None or not same_node(last, identity):
+                continue
+            if last.hostname == identity.hostname or best is None:
+                best = node  # parts matched; a hostname match on top wins a tie
+        return best
+
+    def _last_identity(self, node_id: int) -> NodeIdentity | None:
+        row = self.db.execute("SELECT identity FROM runs WHERE node_id = ? ORDER BY started DESC LIMIT 1",
+                              (node_id,)).fetchone()
+        return NodeIdentity.from_dict(json.loads(row[0])) if row else None
+
+    def nodes(self) -> list[NodeRow]:
+        return [NodeRow(*r) for r in self.db.execute("SELECT * FROM nodes ORDER BY name, node_id")]
+
+    def node(self, node_id: int) -> NodeRow | None:
+        row = self.db.execute("SELECT * FROM nodes WHERE node_id = ?", (node_id,)).fetchone()
+        return NodeRow(*row) if row else None
+
+    def find_node(self, text: str) -> NodeRow | None:
+        """A node by id, current or past hostname, system serial, or a GPU/NVMe serial."""
+        if text.isdigit() and (n := self.node(int(text))):
+            return n
+        for sql in ("SELECT node_id FROM nodes WHERE name = ? OR system_serial = ?",
+                    "SELECT node_id FROM runs WHERE hostname = ? OR system_serial = ? "
+                    "ORDER BY started DESC"):
+            row = self.db.execute(sql, (text, text)).fetchone()
+            if row:
+                return self.node(int(row[0]))
+        for node in self.nodes():
+            ident = self._last_identity(node.node_id)
+            if ident and (text in ident.gpu_idents or text in ident.nvme_serials):
+                return node
+        return None
+
+    def runs(self, node_id: int) -> list[RunRow]:
+        """The node's runs, oldest first."""
+        cur = self.db.execute(_SELECT_RUNS + " WHERE node_id = ? ORDER BY started, run_id", (node_id,))
+        return [_run_row(r) for r in cur]
+
+    def run(self, run_id: str) -> RunRow | None:
+        row = self.db.execute(_SELECT_RUNS + " WHERE run_id = ?", (run_id,)).fetchone()
+        return _run_row(row) if row else None
+
+    def metrics(self, run_ids: Sequence[str]) -> dict[str, list[tuple[str, Metric]]]:
+        """(check id, metric) pairs of each run."""
+        out: dict[str, list[tuple[str, Metric]]] = {r: [] for r in run_ids}
+        for chunk in _chunks(list(run_ids), 500):
+            marks = ",".join("?" * len(chunk))
+            cur = self.db.execute(f"SELECT run_id, check_id, name, labels, value, unit FROM metrics "  # noqa: S608
+                                  f"WHERE run_id IN ({marks}) ORDER BY rowid", chunk)
+            for run_id, check_id, name, labels, value, unit in cur:
+                out[run_id].append((check_id, Metric(name, float(value), unit, json.loads(labels))))
+        return out
+
+
+_SELECT_RUNS = ("SELECT run_id, node_id, hostname, identity, suite, profile, verdict, started, finished, "
+                "run_dir FROM runs")
+
+
+def _run_row(r: Sequence[object]) -> RunRow:
+    return RunRow(str(r[0]), int(str(r[1])), str(r[2]),
+                  NodeIdentity.from_dict(json.loads(str(r[3]))), str(r[4]), str(r[5]), str(r[6]),
+                  str(r[7]), str(r[8]), None if r[9] is None else str(r[9]))
+
+
+def _chunks(items: list[str], n: int) -> Iterable[list[str]]:
+    for i in range(0, len(items), n):
+        yield items[i:i + n]
+
+
+def open_store(path: Path | str) -> Store:
+    """The store at `path` (SQLite; the only backend today)."""
+    return SqliteStore(path)

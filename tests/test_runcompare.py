@@ -1,0 +1,43 @@
+"""`compare_runs`: side-by-side series, ordered by the largest regression the catalogue defines."""
+
+from __future__ import annotations
+
+from harness.model import CheckResult, Metric, RunRecord, Status
+from harness.runcompare import compare_runs, table_rows, to_json
+
+
+def _run(run_id: str, metrics: list[Metric], status: Status = Status.PASSED) -> RunRecord:
+    return RunRecord(run_id, "n1", {"name": "q"}, {"name": "p"}, "2026-01-01T00:00:00Z", "", 1.0,
+                     {"host": {"hostname": "n1"}}, (CheckResult("c", "fio", status, metrics=tuple(metrics)),),
+                     "test")
+
+
+def test_rows_are_ordered_by_regression_in_the_bad_direction():
+    a = _run("a", [Metric("fio.iops", 1000, "IOPS", {"job": "r"}),
+                   Metric("fio.clat_p99", 100, "us", {"job": "r"}),
+                   Metric("fio.bw", 2.0, "GB/s", {"job": "w"}), Metric("gpu.power_mean", 500, "W"),
+                   Metric("host.cpu_cores", 64, "count"), Metric("fio.iops", 10, "IOPS", {"job": "gone"})])
+    b = _run("b", [Metric("fio.iops", 900, "IOPS", {"job": "r"}),  # -10%: 10% worse
+                   Metric("fio.clat_p99", 130, "us", {"job": "r"}),  # +30%: 30% worse
+                   Metric("fio.bw", 2.2, "GB/s", {"job": "w"}),  # +10%: better
+                   Metric("gpu.power_mean", 600, "W"),  # +20%, no direction
+                   Metric("host.cpu_cores", 64, "count"), Metric("fio.iops", 5, "IOPS", {"job": "new"})])
+    rows = compare_runs(a, b)
+    order = [(r.key.metric, r.key.label_dict.get("job")) for r in rows]
+    assert order == [("fio.clat_p99", "r"), ("fio.iops", "r"), ("fio.bw", "w"), ("gpu.power_mean", None),
+                     ("host.cpu_cores", None), ("fio.iops", "gone"), ("fio.iops", "new")]
+    assert [round(r.regression_pct or 0, 6) for r in rows[:3]] == [30.0, 10.0, -10.0]
+    cells = table_rows(rows)
+    assert cells[0] == ("c/fio.clat_p99{job=r}", "100", "130", "us", "+30.0%", "worse")
+    assert cells[2][-1] == "better" and cells[3][-1] == "" and cells[-2][-1] == "only in A"
+    assert cells[-1][1:3] == ("—", "5")
+    doc = to_json(a, b, rows)
+    assert doc["rows"][0]["regression_pct"] == 30.0 and doc["a"]["run_id"] == "a"
+
+
+def test_repeats_fold_by_median_and_errored_checks_are_left_out():
+    a = _run("a", [Metric("fio.iops", v, "IOPS", {"job": "r", "repeat": i})
+                   for i, v in enumerate((90, 100, 500))])
+    b = _run("b", [Metric("fio.iops", 50, "IOPS", {"job": "r"})], status=Status.ERRORED)
+    (row,) = compare_runs(a, b)
+    assert (row.a, row.b, row.key.labels) == (100, None, (("job", "r"),))
