@@ -1,0 +1,231 @@
+"""Each node's outcome from what the scheduler said and what the node's run left behind.
+
+`judge` is pure: scheduler state + exit file + results.json in, one NodeOutcome out. A node is
+REJECTED only when a check *failed* (the hardware measured badly: drain it, RMA it); a job that
+failed, timed out, never started or left no results, and a check that errored, make it ERRORED
+with the scheduler's or the tool's reason, never a hardware verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from harness.fleet import layout
+from harness.fleet.layout import Manifest, NodeJob, SeenJob
+from harness.model import Outcome, RunRecord, Status
+
+DRAIN_PREFIX = "harness:"
+DRAIN_REASON_MAX = 120
+
+
+class NodeStatus(str, Enum):
+    ACCEPTED = "ACCEPTED"
+    REJECTED = "REJECTED"  # a check failed: the hardware measured badly
+    ERRORED = "ERRORED"  # the job or a tool failed: not a hardware verdict
+    INCOMPLETE = "INCOMPLETE"  # the run was interrupted
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+
+
+# worst first: the order of the fleet report
+SEVERITY = {NodeStatus.REJECTED: 0, NodeStatus.ERRORED: 1, NodeStatus.INCOMPLETE: 2,
+            NodeStatus.PENDING: 3, NodeStatus.RUNNING: 4, NodeStatus.ACCEPTED: 5}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Why a node is not accepted: which check, and measured vs expected (or the error)."""
+
+    check: str
+    what: str  # 'fio.bw{job=seqread_1m,rw=read}' or 'run'
+    detail: str  # 'measured 0.05 GB/s, expected >= 0.1 GB/s (...)' or the error message
+    kind: str  # 'failed' | 'errored'
+
+
+@dataclass(frozen=True)
+class NodeOutcome:
+    """One node's verdict with the reason and the evidence behind it."""
+
+    node: str
+    status: NodeStatus
+    reason: str
+    job_id: str | None = None
+    job_state: str = ""
+    run_dir: str | None = None  # relative to the fleet directory
+    sku: str = ""
+    evidence: tuple[Evidence, ...] = ()
+    record: RunRecord | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def drain_reason(self) -> str:
+        """'harness: <check> <short reason>' for a rejected node ('' otherwise)."""
+        if self.status is not NodeStatus.REJECTED:
+            return ""
+        ev = next((e for e in self.evidence if e.kind == "failed"), None)
+        short = f"{ev.check} {ev.what} {ev.detail.split(' (')[0]}" if ev else self.reason
+        return f"{DRAIN_PREFIX} {short}"[:DRAIN_REASON_MAX].rstrip()
+
+
+def sku_of(record: RunRecord) -> str:
+    """The hardware class a node belongs to: GPU count and model, else the CPU model."""
+    inv = record.inventory
+    gpus = inv.get("gpus") or []
+    if gpus:
+        return f"{len(gpus)}x {gpus[0].get('name', 'GPU')}"
+    cpu = inv.get("cpu") or {}
+    return f"{cpu.get('model') or 'unknown CPU'}, {cpu.get('online') or '?'} CPUs, no GPU"
+
+
+def evidence_of(record: RunRecord) -> tuple[Evidence, ...]:
+    """Failed expectations and errored checks of a run, in check order."""
+    from harness.report.html import fmt_labels
+    from harness.report.junit import expectation_text
+
+    out: list[Evidence] = []
+    for c in record.checks:
+        if c.status not in (Status.FAILED, Status.ERRORED):
+            continue
+        kind = "failed" if c.status is Status.FAILED else "errored"
+        bad = [e for e in c.evaluations if e.outcome in (Outcome.FAIL, Outcome.ERROR)]
+        if kind == "errored" or not bad:
+            out.append(Evidence(c.id, "run", c.message or f"check {kind}", kind))
+        for e in bad if kind == "failed" else ():
+            out.append(Evidence(c.id, e.metric + fmt_labels(e.labels), expectation_text(e),
+                                "failed" if e.outcome is Outcome.FAIL else "errored"))
+    return tuple(out)
+
+
+def status_of_record(record: RunRecord) -> NodeStatus:
+    c = record.counts
+    if c["failed"]:
+        return NodeStatus.REJECTED
+    if c["errored"]:
+        return NodeStatus.ERRORED
+    if record.interrupted or c["not_run"] or not record.finished:
+        return NodeStatus.INCOMPLETE
+    return NodeStatus.ACCEPTED
+
+
+def _from_record(base: NodeOutcome, record: RunRecord) -> NodeOutcome:
+    status = status_of_record(record)
+    ev = evidence_of(record)
+    if ev:
+        first = ev[0]
+        what = "" if first.what == "run" else first.what + " "
+        reason = f"{first.check} {first.kind}: {what}{first.detail}"
+    else:
+        reason = {NodeStatus.ACCEPTED: "all checks passed",
+                  NodeStatus.INCOMPLETE: "the run was interrupted"}.get(status, record.verdict)
+    return NodeOutcome(base.node, status, reason, base.job_id, base.job_state, base.run_dir,
+                       sku_of(record), ev, record)
+
+
+def judge(node: str, job: NodeJob, seen: SeenJob | None, exit_file: Mapping[str, Any] | None,
+          record: RunRecord | None, run_dir: str | None = None, output_tail: str = "",
+          results_problem: str = "") -> NodeOutcome:
+    """One node's outcome (pure). `results_problem` says why a results.json could not be read."""
+    state = seen.job if seen else None
+    base = NodeOutcome(node, NodeStatus.ERRORED, "", job.job_id, state.describe() if state else "",
+                       run_dir, sku_of(record) if record else "")
+    if job.submit_error:
+        return _with(base, NodeStatus.ERRORED, job.submit_error)
+    complete = record is not None and bool(record.finished) and not record.interrupted
+    if state is None:
+        if record is not None and complete:
+            return _from_record(base, record)
+        return _with(base, NodeStatus.PENDING, "submitted; not polled yet")
+    if not state.started:
+        return _with(base, NodeStatus.PENDING, f"waiting to start: {state.describe()}")
+    if not state.finished:
+        return _with(base, NodeStatus.RUNNING, f"job {state.job_id} {state.describe()}", record)
+    note = seen.note if seen else ""
+    if record is not None and complete and not note and state.state in ("COMPLETED", "FAILED", "GONE"):
+        return _from_record(base, record)
+    # the job ended without a complete run: the scheduler's word is the verdict
+    why = note or f"job {state.job_id} ended {state.describe()}"
+    if state.state == "GONE" and exit_file is not None:
+        why += f"; its exit file says harness exited {exit_file.get('rc')}"
+    why += ("; the run is incomplete" if record is not None
+            else f"; {results_problem}" if results_problem else "; it left no results")
+    if output_tail:
+        why += f"; last output: {output_tail.strip().splitlines()[-1][:200]}"
+    out = _with(base, NodeStatus.ERRORED, why, record)
+    return NodeOutcome(out.node, out.status, out.reason, out.job_id, out.job_state, out.run_dir, out.sku,
+                       (Evidence("slurm-job", "job", why, "errored"),
+                        *(evidence_of(record) if record else ())), record)
+
+
+def _with(base: NodeOutcome, status: NodeStatus, reason: str, record: RunRecord | None = None) -> NodeOutcome:
+    return NodeOutcome(base.node, status, reason, base.job_id, base.job_state, base.run_dir, base.sku,
+                       base.evidence, record)
+
+
+def _tail(path: Path | None, n: int = 4000) -> str:
+    if path is None:
+        return ""
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        f.seek(max(0, f.tell() - n))
+        return f.read().decode("utf-8", errors="replace")
+
+
+def load_record(run_dir: Path) -> tuple[RunRecord | None, str]:
+    """A node's results.json, or (None, why) when it cannot be used.
+
+    The format version is checked and the record built; the full schema validation of
+    results.load is left out because a fleet report reads thousands of these files.
+    """
+    import json
+
+    from harness.model import FORMAT_VERSION
+    from harness.results import RESULTS
+
+    path = run_dir / RESULTS
+    try:
+        data = json.loads(path.read_bytes())
+        if data.get("format_version") != FORMAT_VERSION:
+            return None, f"{path}: format_version {data.get('format_version')!r} is not {FORMAT_VERSION}"
+        return RunRecord.from_dict(data), ""
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        return None, f"{path}: unreadable: {type(e).__name__}: {e}"
+
+
+def collect(fleet_dir: Path, manifest: Manifest, seen: Mapping[str, SeenJob]) -> list[NodeOutcome]:
+    """Every node's outcome, in manifest order.
+
+    The cyclic garbage collector is paused while the records load: they hold no cycles, and
+    its passes over millions of new objects made a 2,000-node report grow faster than linearly.
+    """
+    import gc
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _collect(fleet_dir, manifest, seen)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _collect(fleet_dir: Path, manifest: Manifest, seen: Mapping[str, SeenJob]) -> list[NodeOutcome]:
+    out = []
+    for node in manifest.nodes:
+        job = manifest.jobs[node]
+        dirs = layout.run_dirs(fleet_dir, node)
+        record, problem = load_record(dirs[-1]) if dirs else (None, "")
+        rel = str(dirs[-1].relative_to(fleet_dir)) if dirs else None
+        tail = _tail(layout.slurm_output(fleet_dir, node, job.job_id))
+        out.append(judge(node, job, seen.get(node), layout.read_exit_file(fleet_dir, node), record,
+                         rel, tail, problem))
+    return out
+
+
+def counts(outcomes: Sequence[NodeOutcome]) -> dict[str, int]:
+    c = {s.value: 0 for s in NodeStatus}
+    for o in outcomes:
+        c[o.status.value] += 1
+    return c

@@ -1,0 +1,174 @@
+"""What the `harness fleet` commands do, as plain functions returning exit codes.
+
+0: every node accepted (for --no-wait: every job submitted); 1: a node was rejected, errored or
+has no verdict yet, or a submission failed. Invalid input raises ConfigError/UsageError (exit 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from harness.errors import UsageError
+from harness.fleet import analysis, collect, dispatch, drain, layout
+from harness.fleet import report as fleet_report
+from harness.fleet.analysis import FleetReport, OutlierSettings
+from harness.fleet.collect import NodeStatus
+
+
+@dataclass(frozen=True)
+class Exports:
+    """Where the Prometheus exposition goes, if anywhere."""
+
+    textfile: Path | None = None
+    pushgateway: str | None = None
+
+
+def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
+        partition: str | None = None, account: str | None = None, time_limit: str | None = None,
+        wait: bool = True, drain_failed: bool = False, start_timeout_s: float = 1800.0,
+        poll_s: float = 10.0, exports: Exports = Exports(),
+        settings: OutlierSettings | None = None, stream: TextIO | None = None) -> int:
+    """`harness fleet run`: validate, submit a job per node, then (unless --no-wait) follow and report."""
+    from harness import config
+    from harness.fleet import progress
+
+    loaded = config.load_suite(config.find_suite(suite))
+    prof = str(config.load_profile(profile).path.resolve()) if profile else None
+    names = dispatch.expand_nodes(nodes)
+    fleet_dir = output.resolve()
+    fleet_dir.mkdir(parents=True, exist_ok=True)
+    opts = dispatch.JobOptions(str(loaded.path.resolve()), prof, partition, account, time_limit)
+    manifest = dispatch.submit(fleet_dir, loaded.suite.name, names, opts,
+                               {"start_timeout_s": start_timeout_s, "drain_failed": drain_failed})
+    ok = [n for n, j in manifest.jobs.items() if j.job_id]
+    print(f"submitted {len(ok)} of {len(names)} job(s) for {dispatch.fold_nodes(names)} -> {fleet_dir}")
+    for n, j in manifest.jobs.items():
+        if not j.job_id:
+            print(f"  ERRORED {n}: {j.submit_error}")
+    if not wait:
+        print(f"follow with: harness fleet status {fleet_dir}; then: harness fleet report {fleet_dir}")
+        return 0 if len(ok) == len(names) else 1
+    prog = progress.choose(len(ok), stream)
+    try:
+        dispatch.wait(fleet_dir, manifest, poll_s=poll_s, start_timeout_s=start_timeout_s,
+                      on_poll=prog.update, on_error=lambda m: prog.note(f"slurm query failed: {m}"))
+    finally:
+        prog.close()
+    return _report(fleet_dir, drain_failed, exports, settings, poll=False)
+
+
+def analyse_dir(fleet_dir: Path, poll: bool, settings: OutlierSettings | None = None) -> FleetReport:
+    """The fleet report of a directory; with `poll`, ask Slurm for fresh job states first
+    (when Slurm cannot be asked, the states saved last are used and a warning says so)."""
+    import sys
+
+    from harness.platform.slurm import SlurmError
+
+    settings = settings or OutlierSettings()
+    manifest = layout.load_manifest(fleet_dir)
+    seen = None
+    if poll:
+        try:
+            seen = dispatch.refresh(fleet_dir, manifest)
+        except SlurmError as e:
+            print(f"warning: cannot ask Slurm ({e}); using the job states saved last", file=sys.stderr)
+    if seen is None:
+        seen = layout.load_jobs(fleet_dir)
+    outcomes = collect.collect(fleet_dir, manifest, seen)
+    return analysis.analyse(outcomes, suite=manifest.suite_name, profile=manifest.profile or "",
+                            submitted=manifest.submitted, generated=dispatch.utcnow(), settings=settings)
+
+
+def _print_summary(rep: FleetReport) -> None:
+    c = rep.counts
+    parts = ", ".join(f"{v} {k.lower()}" for k, v in c.items() if v)
+    print(f"{rep.verdict}: {len(rep.nodes)} node(s): {parts}; {len(rep.outlier_nodes)} outlier node(s)")
+    for n in rep.nodes:
+        if n.status is not NodeStatus.ACCEPTED:
+            print(f"  {n.status.value:10} {n.node}: {n.reason}")
+    for o in rep.outliers:
+        dev = o.deviation_pct
+        from harness.report.html import fmt_value
+
+        print(f"  {'OUTLIER':10} {o.node}: {o.key.text()} {fmt_value(o.value, o.key.unit)} vs fleet median "
+              f"{fmt_value(o.median, o.key.unit)} ({'' if dev is None else f'{dev:+.1f} %, '}z {o.z:+.1f})")
+
+
+def _export(fleet_dir: Path, rep: FleetReport, exports: Exports) -> None:
+    from harness.platform.pushgateway import push
+    from harness.report import prometheus as prom
+
+    if exports.textfile is not None:
+        samples = [s for n in rep.nodes for s in prom.fleet_samples(rep, n.node)]
+        path = prom.write_textfile(exports.textfile, samples)
+        print(f"prometheus: {path}")
+    if exports.pushgateway:
+        for n in rep.nodes:
+            push(exports.pushgateway, prom.registry(prom.fleet_samples(rep, n.node)), {"node": n.node})
+        print(f"pushed {len(rep.nodes)} node group(s) to {exports.pushgateway}")
+
+
+def _report(fleet_dir: Path, drain_failed: bool, exports: Exports, settings: OutlierSettings | None,
+            poll: bool) -> int:
+    rep = analyse_dir(fleet_dir, poll, settings or OutlierSettings())
+    paths = fleet_report.write(fleet_dir, rep)
+    _print_summary(rep)
+    if drain_failed:
+        for a in drain.drain(fleet_dir, rep.to_drain):
+            print(f"  drained {a.node}: {a.reason}" if a.done else f"  DRAIN FAILED {a.node}: {a.message}")
+    _export(fleet_dir, rep, exports)
+    print(f"report: {paths['html']}")
+    return 0 if rep.verdict == "ACCEPTED" else 1
+
+
+def report(fleet_dir: Path, *, drain_failed: bool = False, exports: Exports = Exports(),
+           settings: OutlierSettings | None = None) -> int:
+    """`harness fleet report`: poll once, then write fleet.html, fleet.json and junit.xml."""
+    return _report(fleet_dir, drain_failed, exports, settings, poll=True)
+
+
+def status(fleet_dir: Path) -> int:
+    """`harness fleet status`: poll once and print each node's job and state."""
+    rep = analyse_dir(fleet_dir, True, OutlierSettings())
+    for n in sorted(rep.nodes, key=lambda o: analysis.natural(o.node)):
+        print(f"{n.node:16} {n.job_id or '-':>8} {n.status.value:10} {n.reason}")
+    c = rep.counts
+    print(", ".join(f"{v} {k.lower()}" for k, v in c.items() if v) or "no nodes")
+    return 0 if rep.verdict == "ACCEPTED" else 1
+
+
+def resume(fleet_dir: Path) -> int:
+    """`harness fleet resume`: resume the fleet's nodes the harness drained, and no other."""
+    manifest = layout.load_manifest(fleet_dir)
+    failed = 0
+    for a in drain.resume(fleet_dir, list(manifest.nodes)):
+        if a.action == "resume":
+            print(f"resumed {a.node} (was: {a.reason})" if a.done else f"RESUME FAILED {a.node}: {a.message}")
+            failed += 0 if a.done else 1
+        else:
+            print(f"kept {a.node}: {a.reason}")
+    return 1 if failed else 0
+
+
+def export(target: Path, exports: Exports) -> int:
+    """`harness fleet export`: a fleet directory or a single run directory to Prometheus."""
+    from harness import results
+    from harness.platform.pushgateway import push
+    from harness.report import prometheus as prom
+
+    if not exports.textfile and not exports.pushgateway:
+        raise UsageError("give --prom-textfile PATH and/or --pushgateway URL")
+    if (target / layout.MANIFEST).exists():
+        _export(target, analyse_dir(target, False, OutlierSettings()), exports)
+        return 0
+    record = results.load(target)
+    node = str(record.host)
+    samples = prom.run_samples(record, node)
+    if exports.textfile is not None:
+        print(f"prometheus: {prom.write_textfile(exports.textfile, samples)}")
+    if exports.pushgateway:
+        push(exports.pushgateway, prom.registry(samples), {"node": node})
+        print(f"pushed node {node} to {exports.pushgateway}")
+    return 0

@@ -1,0 +1,251 @@
+"""Dispatch a suite to every node on Slurm and follow the jobs.
+
+One batch job per node, not a job array: each node must be tested exactly once and by name
+(`--nodelist=<node> --exclusive`), and an array's tasks cannot each be pinned to a different
+node; a job per node also gives each node its own pending reason (a drained or down node
+shows up as "ReqNodeNotAvail" on its own job) and its own exit state. The job runs
+`<this python> -m harness run SUITE --output DIR/nodes/<node>` with the caller's harness on
+PYTHONPATH, so the fleet runs exactly the code that dispatched it.
+
+Job state comes from squeue (all states, while the controller keeps the job) and, once a job
+ended, `scontrol show job` for its exit status; both are saved in DIR/fleet-jobs.json because
+Slurm forgets finished jobs after MinJobAge. sacct is not used: with accounting_storage/none
+(as in the test lab) it has nothing to say.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import harness
+from harness.errors import UsageError
+from harness.fleet import layout
+from harness.fleet.layout import Manifest, NodeJob, SeenJob
+from harness.fleet.slurmtext import (
+    GONE,
+    SINFO_FORMAT,
+    SQUEUE_FORMAT,
+    JobInfo,
+    NodeInfo,
+    parse_sbatch,
+    parse_scontrol_jobs,
+    parse_sinfo_nodes,
+    parse_squeue,
+)
+from harness.platform import slurm
+
+
+def utcnow() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _age_s(iso: str, now: float) -> float:
+    try:
+        t = datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+    return now - t
+
+
+def expand_nodes(spec: str) -> list[str]:
+    """A Slurm hostlist ('gpu[001-128],login1') as node names, through ClusterShell's NodeSet."""
+    from ClusterShell.NodeSet import NodeSet, NodeSetParseError
+
+    try:
+        nodes = list(NodeSet(spec))
+    except NodeSetParseError as e:
+        raise UsageError(f"--nodes {spec!r}: {e}") from e
+    if not nodes:
+        raise UsageError("--nodes names no node")
+    return nodes
+
+
+def fold_nodes(nodes: Sequence[str]) -> str:
+    """Node names folded back into a hostlist ('n[1-3,5]')."""
+    from ClusterShell.NodeSet import NodeSet
+
+    return str(NodeSet.fromlist(list(nodes))) if nodes else ""
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """What every node's job gets besides its node name."""
+
+    suite_path: str  # absolute
+    profile: str | None = None  # name or absolute path, passed to `harness run --profile`
+    partition: str | None = None
+    account: str | None = None
+    time_limit: str | None = None  # Slurm's --time syntax, passed as given
+    python: str = sys.executable
+
+
+def job_script(node: str, node_dir: Path, opts: JobOptions) -> str:
+    """The batch script for one node. Every value is shell-quoted; nothing is interpolated later."""
+    q = shlex.quote
+    root = str(Path(harness.__file__).resolve().parent.parent)
+    argv = [opts.python, "-m", "harness", "run", opts.suite_path, "--output", str(node_dir)]
+    if opts.profile:
+        argv += ["--profile", opts.profile]
+    return "\n".join([
+        "#!/bin/bash",
+        f"# harness fleet job for node {node}: written by `harness fleet run`, every value quoted",
+        "set -u",
+        f"node={q(node)}",
+        'if [ "${SLURMD_NODENAME:-}" != "$node" ]; then',
+        '  echo "harness: this job is for $node but runs on ${SLURMD_NODENAME:-an unknown node}" >&2',
+        "fi",
+        f"export PYTHONPATH={q(root)}" + '"${PYTHONPATH:+:$PYTHONPATH}"',
+        "# several slurmd on one host (a lab): HARNESS_LOCK_FILE=/x/harness-{node}.lock gives each its lock",
+        'if [ -n "${HARNESS_LOCK_FILE:-}" ]; then',
+        r'  export HARNESS_LOCK_FILE="${HARNESS_LOCK_FILE//\{node\}/$node}"',
+        "fi",
+        f"cd {q(str(node_dir))} || exit 97",
+        " ".join(q(a) for a in argv),
+        "rc=$?",
+        "printf '{\"node\": \"%s\", \"job_id\": \"%s\", \"rc\": %d, \"finished\": \"%s\"}\\n' "
+        '"${SLURMD_NODENAME:-}" "${SLURM_JOB_ID:-}" "$rc" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" '
+        f"> {q(layout.EXIT_FILE)}.tmp && mv -f {q(layout.EXIT_FILE)}.tmp {q(layout.EXIT_FILE)}",
+        'exit "$rc"',
+        "",
+    ])
+
+
+def sbatch_argv(node: str, node_dir: Path, script: Path, opts: JobOptions) -> list[str]:
+    """`sbatch` for one node: exclusive, pinned to it by name, never requeued behind our back."""
+    argv = ["sbatch", "--parsable", f"--job-name=harness-{node}", f"--nodelist={node}", "--nodes=1",
+            "--ntasks=1", "--exclusive", "--no-requeue", f"--chdir={node_dir}",
+            f"--output={node_dir / 'slurm-%j.out'}"]
+    argv += [f"--partition={opts.partition}"] if opts.partition else []
+    argv += [f"--account={opts.account}"] if opts.account else []
+    argv += [f"--time={opts.time_limit}"] if opts.time_limit else []
+    return [*argv, str(script)]
+
+
+def submit(fleet_dir: Path, suite_name: str, nodes: Sequence[str], opts: JobOptions,
+           extra: Mapping[str, object] | None = None) -> Manifest:
+    """Write each node's script and submit it; a refused node is recorded, the others go on."""
+    if (fleet_dir / layout.MANIFEST).exists():
+        raise UsageError(f"{fleet_dir} already holds a fleet run; choose another --output")
+    jobs: dict[str, NodeJob] = {}
+    for node in nodes:
+        ndir = layout.node_dir(fleet_dir, node).resolve()
+        ndir.mkdir(parents=True, exist_ok=True)
+        script = ndir / layout.SCRIPT
+        script.write_text(job_script(node, ndir, opts), encoding="utf-8")
+        script.chmod(0o755)
+        try:
+            _, out, _ = slurm.call(sbatch_argv(node, ndir, script, opts))
+            jobs[node] = NodeJob(node, parse_sbatch(out))
+        except (slurm.SlurmError, ValueError) as e:
+            jobs[node] = NodeJob(node, None, f"sbatch refused: {e}")
+    manifest = Manifest(opts.suite_path, suite_name, opts.profile, tuple(nodes), utcnow(), jobs,
+                        {"partition": opts.partition, "account": opts.account,
+                         "time": opts.time_limit, "python": opts.python, **(extra or {})})
+    layout.save_manifest(fleet_dir, manifest)
+    return manifest
+
+
+def query_jobs(job_ids: Sequence[str]) -> dict[str, JobInfo]:
+    """The scheduler's view of these jobs, by id (jobs it no longer knows are absent)."""
+    if not job_ids:
+        return {}
+    rc, out, err = slurm.call(["squeue", "-h", "-t", "all", "-j", ",".join(job_ids),
+                               "-o", SQUEUE_FORMAT], check=False)
+    if rc != 0:
+        if "Invalid job id" in err:
+            return {}
+        raise slurm.SlurmError(f"squeue: {err.strip() or f'exit {rc}'}", rc=rc)
+    return {j.job_id: j for j in parse_squeue(out)}
+
+
+def job_details(job_id: str) -> JobInfo | None:
+    """`scontrol show job` for one job (exit status included), None once Slurm forgot it."""
+    rc, out, _ = slurm.call(["scontrol", "-o", "show", "job", job_id], check=False)
+    jobs = parse_scontrol_jobs(out) if rc == 0 else []
+    return jobs[0] if jobs else None
+
+
+def node_states(nodes: Sequence[str]) -> dict[str, NodeInfo]:
+    """sinfo's state and reason for these nodes."""
+    _, out, _ = slurm.call(["sinfo", "-h", "-N", "-n", fold_nodes(nodes), "-o", SINFO_FORMAT])
+    return parse_sinfo_nodes(out)
+
+
+def refresh(fleet_dir: Path, manifest: Manifest) -> dict[str, SeenJob]:
+    """Poll Slurm once, merge with the saved states, save and return them by node.
+
+    A job that squeue and scontrol no longer know, and that had not been seen ending, is
+    recorded as GONE: its exit file and results are then all there is.
+    """
+    saved = layout.load_jobs(fleet_dir)
+    ids = {j.job_id: n for n, j in manifest.jobs.items() if j.job_id}
+    open_ids = [i for i, n in ids.items() if n not in saved or not saved[n].job.finished]
+    live = query_jobs(open_ids)
+    now = utcnow()
+    for job_id in open_ids:
+        node = ids[job_id]
+        prev = saved.get(node)
+        info = live.get(job_id)
+        if info is None or info.finished:
+            info = job_details(job_id) or info or JobInfo(job_id, GONE, "no longer known to Slurm")
+        saved[node] = SeenJob(info, now, prev.note if prev else "")
+    layout.save_jobs(fleet_dir, saved)
+    return saved
+
+
+def cancel_unstarted(fleet_dir: Path, manifest: Manifest, seen: dict[str, SeenJob],
+                     start_timeout_s: float, now: float | None = None) -> list[str]:
+    """Cancel jobs still waiting to start after start_timeout_s; note the scheduler's reason."""
+    now = time.time() if now is None else now
+    late = [n for n, s in seen.items() if not s.job.started
+            and _age_s(manifest.submitted, now) > start_timeout_s]
+    if not late:
+        return []
+    try:
+        nodes = node_states(late)
+    except slurm.SlurmError:
+        nodes = {}
+    for n in late:
+        info = nodes.get(n)
+        why = f"; node {n} is {info.state}" + (f": {info.reason}" if info.reason else "") if info else ""
+        note = (f"never started: still {seen[n].job.describe()} after {start_timeout_s:g} s{why}; "
+                "cancelled by harness")
+        slurm.call(["scancel", seen[n].job.job_id], check=False)
+        seen[n] = replace(seen[n], note=note)
+    layout.save_jobs(fleet_dir, seen)
+    return late
+
+
+def wait(fleet_dir: Path, manifest: Manifest, *, poll_s: float, start_timeout_s: float,
+         on_poll: Callable[[Mapping[str, SeenJob]], None] = lambda _s: None,
+         on_error: Callable[[str], None] = lambda _m: None, max_errors: int = 10) -> dict[str, SeenJob]:
+    """Poll until every submitted job has ended (or was cancelled for never starting).
+
+    A failing squeue/scontrol (a controller restarting) is reported and retried; after
+    `max_errors` failures in a row the last error is raised.
+    """
+    errors = 0
+    while True:
+        try:
+            seen = refresh(fleet_dir, manifest)
+            cancelled = cancel_unstarted(fleet_dir, manifest, seen, start_timeout_s)
+        except slurm.SlurmError as e:
+            errors += 1
+            if errors >= max_errors:
+                raise
+            on_error(f"{e} (retry {errors}/{max_errors - 1})")
+            time.sleep(poll_s)
+            continue
+        errors = 0
+        on_poll(seen)
+        if cancelled:
+            continue  # poll again at once to pick up the CANCELLED states
+        if all(n in seen and seen[n].job.finished for n, j in manifest.jobs.items() if j.job_id):
+            return seen
+        time.sleep(poll_s)

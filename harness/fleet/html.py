@@ -1,0 +1,190 @@
+"""fleet.html: one self-contained page (inline CSS and SVG, no script, no network).
+
+Python computes every number, colour and coordinate; the Jinja2 template (autoescape on) only
+lays them out, so no node name, reason or label from a run can become markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from harness.fleet.analysis import FleetReport, natural
+from harness.fleet.collect import NodeOutcome, NodeStatus
+from harness.fleet.stats import Outlier, SeriesKey
+from harness.report.html import fmt_num, fmt_time, fmt_value
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
+
+MAX_HEAT_COLUMNS = 30
+MAX_PLOTS = 24
+CELL, ROW = 16, 14
+PLOT_W, PLOT_H = 520, 46
+
+
+@dataclass(frozen=True)
+class HeatCell:
+    x: int
+    fill: str
+    title: str
+
+
+@dataclass(frozen=True)
+class HeatRow:
+    node: str
+    status: str
+    y: int
+    cells: tuple[HeatCell, ...]
+
+
+@dataclass(frozen=True)
+class Heatmap:
+    columns: tuple[tuple[int, str], ...]  # x, series text
+    rows: tuple[HeatRow, ...]
+    width: int
+    height: int
+
+
+@dataclass(frozen=True)
+class Dot:
+    x: float
+    node: str
+    value: str
+    outlier: bool
+
+
+@dataclass(frozen=True)
+class Plot:
+    title: str
+    better: str
+    median_x: float
+    dots: tuple[Dot, ...]
+    low: str
+    high: str
+    median: str
+
+
+def badness(value: float, median: float, better: str) -> float:
+    """How much worse than the fleet median, as a fraction of it (0 when not worse)."""
+    if median == 0:
+        return 0.0 if value == 0 else 1.0
+    rel = (value - median) / abs(median)
+    if better == "higher":
+        return max(0.0, -rel)
+    if better == "lower":
+        return max(0.0, rel)
+    return abs(rel)
+
+
+def colour(bad: float) -> str:
+    """White-green at the median to deep red at 20 % or more on the bad side."""
+    t = min(1.0, bad / 0.20)
+    if t <= 0.0:
+        return "#e8f5e9"
+    r, g, b = 255, int(235 - 190 * t), int(230 - 190 * t)
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def heat_columns(report: FleetReport) -> list[SeriesKey]:
+    """Series worth a column: those with outliers first, then those any node failed on."""
+    keys: dict[SeriesKey, None] = {}
+    for o in report.outliers:
+        keys.setdefault(o.key, None)
+    failed = {(e.check, e.what) for n in report.nodes for e in n.evidence if e.kind == "failed"}
+    for k in sorted(report.series):
+        lab = ",".join(f"{a}={b}" for a, b in k.labels)
+        if (k.check, k.metric + (f"{{{lab}}}" if lab else "")) in failed:
+            keys.setdefault(k, None)
+    return list(keys)[:MAX_HEAT_COLUMNS]
+
+
+def heatmap(report: FleetReport, nodes: Sequence[NodeOutcome], columns: Sequence[SeriesKey],
+            medians: Mapping[SeriesKey, float]) -> Heatmap:
+    rows = []
+    for i, n in enumerate(nodes):
+        cells = []
+        for j, k in enumerate(columns):
+            v = report.series[k].get(n.node)
+            if v is None:
+                cells.append(HeatCell(j * CELL, "#eeeeee", f"{n.node} {k.text()}: no value"))
+                continue
+            b = badness(v, medians[k], report.better[k])
+            cells.append(HeatCell(j * CELL, colour(b), f"{n.node} {k.text()}: {fmt_value(v, k.unit)} "
+                                  f"(fleet median {fmt_value(medians[k], k.unit)})"))
+        rows.append(HeatRow(n.node, n.status.value, i * ROW, tuple(cells)))
+    cols = tuple((j * CELL, k.text()) for j, k in enumerate(columns))
+    return Heatmap(cols, tuple(rows), max(1, len(columns)) * CELL, max(1, len(nodes)) * ROW)
+
+
+def plot(key: SeriesKey, values: Mapping[str, float], outliers: set[str], better: str,
+         median: float) -> Plot:
+    """A strip plot of one series: every node a tick, outliers in red, the median as a line."""
+    lo, hi = min(values.values()), max(values.values())
+    span = (hi - lo) or 1.0
+
+    def x(v: float) -> float:
+        return round(10 + (PLOT_W - 20) * (v - lo) / span, 1)
+
+    dots = tuple(Dot(x(v), n, fmt_value(v, key.unit), n in outliers)
+                 for n, v in sorted(values.items(), key=lambda kv: (kv[0] in outliers, natural(kv[0]))))
+    return Plot(f"{key.text()} [{key.sku}]", better, x(median), dots, fmt_value(lo, key.unit),
+                fmt_value(hi, key.unit), fmt_value(median, key.unit))
+
+
+def outlier_row(o: Outlier) -> dict[str, str]:
+    dev = o.deviation_pct
+    return {"node": o.node, "series": o.key.text(), "sku": o.key.sku, "value": fmt_value(o.value, o.key.unit),
+            "median": fmt_value(o.median, o.key.unit), "dev": "—" if dev is None else f"{dev:+.1f} %",
+            "z": f"{o.z:+.1f}", "n": str(o.n), "better": o.better}
+
+
+def _medians(report: FleetReport, keys: Sequence[SeriesKey]) -> dict[SeriesKey, float]:
+    from statistics import median
+
+    return {k: median(report.series[k].values()) for k in keys}
+
+
+@lru_cache(maxsize=1)
+def _environment() -> Environment:
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("harness.fleet", "templates"),
+        autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
+        undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+    )
+    env.filters.update(num=fmt_num, time=fmt_time)
+    return env
+
+
+def render_html(report: FleetReport) -> str:
+    """The fleet report as one HTML document."""
+    flagged = set(report.outlier_nodes)
+    attention = [n for n in report.nodes if n.status is not NodeStatus.ACCEPTED or n.node in flagged]
+    healthy = [n for n in report.nodes if n.status is NodeStatus.ACCEPTED and n.node not in flagged]
+    columns = heat_columns(report)
+    plot_keys: list[SeriesKey] = []
+    for o in report.outliers:
+        if o.key not in plot_keys and len(plot_keys) < MAX_PLOTS:
+            plot_keys.append(o.key)
+    medians = _medians(report, list(dict.fromkeys([*columns, *plot_keys])))
+    by_key: dict[SeriesKey, set[str]] = {}
+    for o in report.outliers:
+        by_key.setdefault(o.key, set()).add(o.node)
+    ctx: dict[str, Any] = {
+        "r": report, "verdict": report.verdict, "counts": report.counts,
+        "drain": report.to_drain, "attention": attention, "healthy": healthy,
+        "errored": [n for n in report.nodes if n.status is NodeStatus.ERRORED],
+        "waiting": [n for n in report.nodes
+                    if n.status in (NodeStatus.PENDING, NodeStatus.RUNNING, NodeStatus.INCOMPLETE)],
+        "outliers": [outlier_row(o) for o in report.outliers],
+        "outliers_by_node": {n: len(report.outliers_of(n)) for n in flagged},
+        "heat_attention": heatmap(report, attention, columns, medians) if columns else None,
+        "heat_healthy": heatmap(report, healthy, columns, medians) if columns and healthy else None,
+        "plots": [plot(k, report.series[k], by_key[k], report.better[k], medians[k]) for k in plot_keys],
+        "plot_w": PLOT_W, "plot_h": PLOT_H, "cell": CELL, "rowh": ROW,
+    }
+    return _environment().get_template("fleet.html.j2").render(**ctx)

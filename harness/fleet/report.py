@@ -1,0 +1,108 @@
+"""Fleet outputs: fleet.json, one junit.xml with a testsuite per node, fleet.html; written atomically."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from harness.fleet.analysis import FleetReport
+from harness.fleet.collect import NodeOutcome, NodeStatus
+from harness.fleet.stats import Outlier
+from harness.fsutil import atomic_write_json, atomic_write_text
+
+FORMAT_VERSION = 1
+JSON_NAME, JUNIT_NAME, HTML_NAME = "fleet.json", "junit.xml", "fleet.html"
+
+
+def outlier_dict(o: Outlier) -> dict[str, Any]:
+    dev = o.deviation_pct
+    return {"node": o.node, "sku": o.key.sku, "check": o.key.check, "metric": o.key.metric,
+            "unit": o.key.unit, "labels": dict(o.key.labels), "value": o.value, "median": o.median,
+            "sigma": o.sigma, "z": round(o.z, 3), "better": o.better, "nodes_in_series": o.n,
+            "deviation_pct": None if dev is None else round(dev, 2)}
+
+
+def node_dict(n: NodeOutcome, report: FleetReport) -> dict[str, Any]:
+    return {"node": n.node, "status": n.status.value, "reason": n.reason, "job_id": n.job_id,
+            "job_state": n.job_state, "run_dir": n.run_dir, "sku": n.sku,
+            "drain_reason": n.drain_reason or None,
+            "evidence": [{"check": e.check, "what": e.what, "detail": e.detail, "kind": e.kind}
+                         for e in n.evidence],
+            "outliers": [outlier_dict(o) for o in report.outliers_of(n.node)]}
+
+
+def fleet_dict(report: FleetReport) -> dict[str, Any]:
+    """fleet.json: verdict, counts, nodes worst first, nodes to drain, outliers."""
+    s = report.settings
+    return {
+        "format_version": FORMAT_VERSION, "suite": report.suite, "profile": report.profile,
+        "submitted": report.submitted, "generated": report.generated, "verdict": report.verdict,
+        "counts": report.counts, "nodes_total": len(report.nodes),
+        "drain": [{"node": n.node, "reason": n.drain_reason} for n in report.to_drain],
+        "outlier_nodes": report.outlier_nodes,
+        "outlier_settings": {"threshold": s.threshold, "min_nodes": s.min_nodes, "min_rel": s.min_rel},
+        "nodes": [node_dict(n, report) for n in report.nodes],
+        "outliers": [outlier_dict(o) for o in report.outliers],
+    }
+
+
+def _job_case(suite: ET.Element, n: NodeOutcome) -> None:
+    """A testcase for the Slurm job itself: an error when it failed, skipped while not done."""
+    from harness.report.junit import xml_text
+
+    case = ET.SubElement(suite, "testcase", classname="slurm", name="job", time="0.000")
+    count = "skipped" if n.status in (NodeStatus.PENDING, NodeStatus.RUNNING) else "errors"
+    if count == "skipped":
+        ET.SubElement(case, "skipped", message=xml_text(f"{n.status.value.lower()}: {n.reason}"))
+    else:
+        err = ET.SubElement(case, "error", message=xml_text(n.reason), type="job")
+        err.text = xml_text(n.reason)
+    for attr in ("tests", count):
+        suite.set(attr, str(int(suite.get(attr, "0")) + 1))
+
+
+def _node_suite(root: ET.Element, n: NodeOutcome, index: int) -> None:
+    """The node's own run as a testsuite named after the node, plus a case for a job problem."""
+    from harness.report.junit import render_junit, xml_text
+
+    # parsing the XML render_junit just produced: trusted input
+    suite = ET.fromstring(render_junit(n.record)).find("testsuite") if n.record is not None else None  # noqa: S314
+    if suite is None:
+        suite = ET.Element("testsuite", tests="0", failures="0", errors="0", skipped="0", time="0.000")
+    job_failed = any(e.check == "slurm-job" for e in n.evidence)
+    if n.record is None or job_failed:
+        _job_case(suite, n)
+    suite.set("name", xml_text(n.node))
+    suite.set("hostname", xml_text(n.node))
+    suite.set("id", str(index))
+    props = suite.find("properties")
+    if props is None:
+        props = ET.Element("properties")
+        suite.insert(0, props)
+    for key, value in (("node_status", n.status.value), ("node_reason", n.reason),
+                       ("job_id", n.job_id or ""), ("job_state", n.job_state)):
+        ET.SubElement(props, "property", name=key, value=xml_text(value))
+    root.append(suite)
+
+
+def render_junit(report: FleetReport) -> str:
+    """One <testsuites> with a <testsuite> per node."""
+    root = ET.Element("testsuites", name=f"fleet {report.suite}")
+    for i, n in enumerate(report.nodes):
+        _node_suite(root, n, i)
+    for attr in ("tests", "failures", "errors"):
+        root.set(attr, str(sum(int(s.get(attr, "0")) for s in root)))
+    ET.indent(root, space="  ")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def write(fleet_dir: Path, report: FleetReport) -> dict[str, Path]:
+    """Write fleet.json, junit.xml and fleet.html into the fleet directory."""
+    from harness.fleet.html import render_html
+
+    paths = {"json": fleet_dir / JSON_NAME, "junit": fleet_dir / JUNIT_NAME, "html": fleet_dir / HTML_NAME}
+    atomic_write_json(paths["json"], fleet_dict(report))
+    atomic_write_text(paths["junit"], render_junit(report))
+    atomic_write_text(paths["html"], render_html(report))
+    return paths
