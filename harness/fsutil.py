@@ -12,9 +12,9 @@ from typing import Any
 from harness.errors import StorageError
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
     """Replace `path` with `text` so readers see the old file or the new one, never half."""
-    atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
 
 
 def _umask() -> int:

@@ -14,8 +14,9 @@ from harness.model import FORMAT_VERSION, CheckResult, RunRecord
 RESULTS = "results.json"
 
 
-def write(run_dir: Path, record: RunRecord) -> None:
-    atomic_write_json(run_dir / RESULTS, record.to_dict())
+def write(run_dir: Path, record: RunRecord, *, durable: bool = True) -> None:
+    """results.json, atomically; `durable` also fsyncs (snapshots taken mid-run need not)."""
+    atomic_write_json(run_dir / RESULTS, record.to_dict(), durable=durable)
 
 
 def write_check(run_dir: Path, result: CheckResult) -> None:

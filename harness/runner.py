@@ -257,7 +257,7 @@ class Runner:
         )
 
     def _persist(self) -> None:
-        results.write(self.ctx.run_dir, self._record(final=False))
+        results.write(self.ctx.run_dir, self._record(final=False), durable=False)
 
     def _write_final(self, record: RunRecord) -> None:
         from harness.report import write_reports

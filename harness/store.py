@@ -116,6 +116,9 @@ class SqliteStore:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(self.path, timeout=30)
             self.db.execute("PRAGMA foreign_keys = ON")
+            # WAL with NORMAL sync: one fsync per checkpoint instead of several per commit.
+            self.db.execute("PRAGMA journal_mode = WAL")
+            self.db.execute("PRAGMA synchronous = NORMAL")
             self._migrate()
         except (sqlite3.Error, OSError) as e:
             raise StorageError(f"history store {self.path}: {e}") from e

@@ -20,5 +20,6 @@ def write_reports(record: RunRecord, run_dir: Path) -> None:
     from harness.report.junit import render_junit
 
     html, junit = render_html(record, run_dir), render_junit(record)
-    atomic_write_text(run_dir / HTML_NAME, html)
-    atomic_write_text(run_dir / JUNIT_NAME, junit)
+    # Both are re-renderable from results.json (harness report): no fsync needed.
+    atomic_write_text(run_dir / HTML_NAME, html, durable=False)
+    atomic_write_text(run_dir / JUNIT_NAME, junit, durable=False)
