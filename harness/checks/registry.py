@@ -1,36 +1,60 @@
-"""The explicit registry of check kinds. Adding a kind means adding it here, nowhere else."""
+"""The explicit registry of check kinds. Adding a kind means adding it here, nowhere else.
+
+Each kind's module is imported the first time that kind is asked for, so a run of a
+one-check suite does not pay for building every kind's parameter models.
+"""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
 from functools import cache
 
 from harness.checks.base import CheckKind
 
+# kind name -> module holding its KIND
+MODULES: Mapping[str, str] = {
+    "inventory": "harness.checks.inventory",
+    "fio": "harness.checks.fio",
+    "command": "harness.checks.command",
+    "nccl": "harness.checks.nccl",
+    "rdma": "harness.checks.rdma",
+    "nvbandwidth": "harness.checks.nvbandwidth",
+    "config_audit": "harness.checks.config_audit",
+    "nvme_health": "harness.checks.nvme_health",
+    "mdraid": "harness.checks.mdraid",
+    "gpu_health": "harness.checks.gpu_health",
+    "gpu_burn": "harness.checks.gpu_burn",
+}
+
+
+class _Kinds(Mapping[str, CheckKind]):
+    """Name -> CheckKind, importing a kind's module on first access."""
+
+    def __getitem__(self, name: str) -> CheckKind:
+        return _load(MODULES[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(MODULES)
+
+    def __len__(self) -> int:
+        return len(MODULES)
+
 
 @cache
-def kinds() -> dict[str, CheckKind]:
-    """Every check kind by name (imports are deferred so `harness --help` stays fast)."""
-    from harness.checks import command, config_audit, fio, inventory, nccl, nvbandwidth, rdma
-
-    return {k.name: k for k in (inventory.KIND, fio.KIND, command.KIND,
-                                nccl.KIND, rdma.KIND, nvbandwidth.KIND, config_audit.KIND,
-                                *_storage_kinds(), *_gpu_kinds())}
+def _load(module: str) -> CheckKind:
+    kind: CheckKind = importlib.import_module(module).KIND
+    return kind
 
 
-def _storage_kinds() -> tuple[CheckKind, ...]:
-    """Drive health and software RAID (issue 9)."""
-    from harness.checks import mdraid, nvme_health
-
-    return (nvme_health.KIND, mdraid.KIND)
+_KINDS = _Kinds()
 
 
-def _gpu_kinds() -> tuple[CheckKind, ...]:
-    """GPU health and burn (issue 3)."""
-    from harness.checks import gpu_burn, gpu_health
-
-    return (gpu_health.KIND, gpu_burn.KIND)
+def kinds() -> Mapping[str, CheckKind]:
+    """Every check kind by name; iterating values imports them all."""
+    return _KINDS
 
 
 def get(name: str) -> CheckKind:
     """The kind called `name`; KeyError when there is none."""
-    return kinds()[name]
+    return _KINDS[name]
