@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +23,21 @@ class ParseResult:
     def to_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "valid": self.valid, "problems": list(self.problems),
                 "metrics": [m.to_dict() for m in self.metrics]}
+
+
+def json_objects(text: str) -> Iterator[dict[str, Any]]:
+    """Every top-level JSON object in `text`, in order, skipping text that does not decode."""
+    decoder = json.JSONDecoder()
+    pos = text.find("{")
+    while pos != -1:
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except ValueError:
+            pos = text.find("{", pos + 1)
+            continue
+        if isinstance(obj, dict):
+            yield obj
+        pos = text.find("{", end)  # a complete object: go on after it
 
 
 def invalid(kind: str, *problems: str) -> ParseResult:

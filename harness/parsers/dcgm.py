@@ -13,14 +13,13 @@ list. Warnings are {"warning": text, "error_id": n, ...} objects in both.
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from harness.model import Metric
-from harness.parsers.base import ParseResult, invalid
+from harness.parsers.base import ParseResult, invalid, json_objects
 from harness.units import COUNT
 
 KIND = "dcgmi-diag"
@@ -66,27 +65,12 @@ def parse(text: str) -> ParseResult:
 
 # ---------------------------------------------------------------- JSON
 
-def _objects(text: str) -> Iterator[dict[str, Any]]:
-    """Every top-level JSON object in `text`, skipping what does not decode."""
-    decoder = json.JSONDecoder()
-    pos = text.find("{")
-    while pos != -1:
-        try:
-            obj, end = decoder.raw_decode(text, pos)
-        except ValueError:
-            pos = text.find("{", pos + 1)
-            continue
-        if isinstance(obj, dict):
-            yield obj
-        pos = text.find("{", end)
-
-
 def _parse_json(text: str) -> ParseResult:
     problems: list[str] = []
     root: Mapping[str, Any] | None = None
     tests: list[tuple[str, Mapping[str, Any]]] = []
     version = None
-    for obj in _objects(text):
+    for obj in json_objects(text):
         for name in ROOTS:
             if isinstance(obj.get(name), Mapping):
                 root, version = obj[name], ("4.x" if name == ROOTS[0] else "3.x")

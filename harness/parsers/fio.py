@@ -7,7 +7,6 @@ zero-filled, when fio recorded no completion-latency samples (gtod_reduce, N == 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections import Counter
@@ -15,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from harness.model import Metric
-from harness.parsers.base import ParseResult, invalid
+from harness.parsers.base import ParseResult, invalid, json_objects
 from harness.units import GBPS, IOPS, US, to_gbps, to_us
 
 KIND = "fio"
@@ -27,18 +26,7 @@ NOT_JSON = "not fio JSON output (use --output-format=json)"
 
 def find_document(text: str) -> Optional[dict[str, Any]]:
     """The first JSON object in `text` that looks like fio's report, else None."""
-    decoder = json.JSONDecoder()
-    pos = text.find("{")
-    while pos != -1:
-        try:
-            obj, end = decoder.raw_decode(text, pos)
-        except ValueError:
-            pos = text.find("{", pos + 1)
-            continue
-        if isinstance(obj, dict) and ("fio version" in obj or "jobs" in obj):
-            return obj
-        pos = text.find("{", end)  # a complete unrelated object: skip past it
-    return None
+    return next((o for o in json_objects(text) if "fio version" in o or "jobs" in o), None)
 
 
 def parse(text: str) -> ParseResult:
