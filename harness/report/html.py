@@ -363,6 +363,7 @@ def _environment() -> Environment:
         loader=jinja2.PackageLoader("harness.report", "templates"),
         autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+        bytecode_cache=_bytecode_cache(),
     )
     env.filters.update(num=fmt_num, value=fmt_value, duration=fmt_duration, time=fmt_time,
                        bytes=fmt_bytes)
@@ -370,6 +371,33 @@ def _environment() -> Environment:
 
     env.globals.update(nccl_busbw_chart=charts.nccl_busbw_figure)
     return env
+
+
+def _bytecode_cache() -> Any:
+    """Compiled templates kept between runs (compiling them is ~0.1 s of every run).
+
+    Jinja's own per-user directory under the temp dir, which it creates 0700 and refuses when
+    another user owns it; writes that fail are ignored. None (no cache) where it cannot be had.
+    """
+    import jinja2
+
+    class _Quiet(jinja2.FileSystemBytecodeCache):
+        def dump_bytecode(self, bucket: Any) -> None:
+            try:
+                super().dump_bytecode(bucket)
+            except OSError:
+                pass
+
+        def load_bytecode(self, bucket: Any) -> None:
+            try:
+                super().load_bytecode(bucket)
+            except (OSError, EOFError, ValueError):
+                bucket.reset()
+
+    try:
+        return _Quiet()
+    except (OSError, RuntimeError):
+        return None
 
 
 def render_html(record: RunRecord, run_dir: Path | None) -> str:
