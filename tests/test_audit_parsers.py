@@ -8,7 +8,7 @@ import pytest
 
 from harness.parsers import hostfacts as hp
 from harness.parsers import libs, rdma
-from harness.parsers.nvsmi_xml import parse_smi_xml
+from harness.parsers.nvsmi import parse_smi_xml
 
 DATA = Path(__file__).parent / "data" / "audit"
 

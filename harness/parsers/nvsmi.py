@@ -1,4 +1,5 @@
-"""Parse `nvidia-smi -q` (text, drivers ~495-570) and `nvidia-smi -q -x` (XML) into GPU health metrics.
+"""Parse `nvidia-smi -q` (text, drivers ~495-570) and `nvidia-smi -q -x` (XML) into GPU health metrics,
+and the XML into the modes and versions the config audit judges (`parse_smi_xml`).
 
 Pure: text in, ParseResult out. Per GPU (label `gpu`: the position in the output, which is
 nvidia-smi's index order): PCIe generation and width (`which` current/max), replays,
@@ -14,6 +15,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from harness import clockreasons
@@ -169,12 +171,23 @@ def _ecc_sums(flat: Mapping[str, str], totals: Mapping[str, str]) -> tuple[float
 
 # ---------------------------------------------------------------- XML
 
-def _parse_xml(text: str) -> ParseResult:
+def _xml_root(text: str) -> ET.Element:
+    """The <nvidia_smi_log> element; ValueError when the text is not such a document."""
     start = text.find("<nvidia_smi_log")
-    body = text[start:] if start >= 0 else text
+    body = text[start:] if start >= 0 else text.strip()
     try:
         root = ET.fromstring(body)  # noqa: S314 - nvidia-smi's own output; DOCTYPE skipped above
     except ET.ParseError as e:
+        raise ValueError(f"not XML: {e}") from e
+    if root.tag != "nvidia_smi_log":
+        raise ValueError(f"root element is <{root.tag}>, not <nvidia_smi_log>")
+    return root
+
+
+def _parse_xml(text: str) -> ParseResult:
+    try:
+        root = _xml_root(text)
+    except ValueError as e:
         return invalid(KIND, f"nvidia-smi XML does not parse: {e}")
     infos = [_xml_info(g) for g in root.findall("gpu")]
     return _finish(infos, root.findtext("attached_gpus"), root.findtext("driver_version"),
@@ -296,3 +309,56 @@ def link_text(info: Mapping[str, Any]) -> str | None:
                                     f"x{width:g}" if width is not None else "") if s)
 
     return f"{part(g, w)} of {part(gm, wm)}"
+
+
+# ---------------------------------------------------------------- audit view (XML)
+
+@dataclass(frozen=True)
+class SmiGpu:
+    """One <gpu> element, in the order nvidia-smi lists them (its index order)."""
+
+    index: int
+    pci_bus_id: str
+    name: str
+    persistence_mode: bool | None
+    mig_mode: str | None  # enabled | disabled | n/a
+    ecc_mode: str | None
+    vbios_version: str | None
+    fabric_state: str | None  # None when the driver does not report it
+
+
+@dataclass(frozen=True)
+class SmiLog:
+    """The parts of an nvidia_smi_log the config audit uses."""
+
+    driver_version: str | None
+    cuda_version: str | None
+    attached_gpus: int | None
+    gpus: tuple[SmiGpu, ...]
+
+
+def parse_smi_xml(text: str) -> SmiLog:
+    """Versions and per-GPU modes from `nvidia-smi -q -x`; ValueError when it is not that."""
+    root = _xml_root(text)
+
+    def get(el: ET.Element, path: str) -> str | None:
+        v = el.findtext(path)
+        return v.strip() or None if v is not None else None
+
+    def mode(el: ET.Element, path: str) -> str | None:
+        v = get(el, path)
+        return v.lower() if v is not None else None
+
+    gpus = []
+    for i, g in enumerate(root.findall("gpu")):
+        pm = get(g, "persistence_mode")
+        gpus.append(SmiGpu(
+            index=i, pci_bus_id=g.get("id") or get(g, "pci/pci_bus_id") or "",
+            name=get(g, "product_name") or "",
+            persistence_mode=None if pm is None or pm == "N/A" else pm == "Enabled",
+            mig_mode=mode(g, "mig_mode/current_mig"), ecc_mode=mode(g, "ecc_mode/current_ecc"),
+            vbios_version=get(g, "vbios_version"), fabric_state=mode(g, "fabric/state"),
+        ))
+    attached = get(root, "attached_gpus")
+    return SmiLog(get(root, "driver_version"), get(root, "cuda_version"),
+                  int(attached) if attached and attached.isdigit() else None, tuple(gpus))

@@ -16,7 +16,7 @@ from harness.errors import ToolMissing
 from harness.facts import ABSENT, FACTS, Fact
 from harness.parsers import libs as lp
 from harness.parsers.hostfacts import running
-from harness.parsers.nvsmi_xml import SmiLog, parse_smi_xml
+from harness.parsers.nvsmi import SmiLog, parse_smi_xml
 from harness.parsers.rdma import parse_ibv_devinfo, parse_ofed_info
 from harness.platform.facts import SYS, Tool, read
 
