@@ -10,14 +10,13 @@ minutes (reported here in seconds). A field the output lacks is omitted, never z
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
 from typing import Any, Optional
 
 from harness.model import Metric
-from harness.parsers.base import ParseResult, invalid
+from harness.parsers.base import ParseResult, invalid, json_objects
 from harness.units import BYTES, CELSIUS, COUNT, PERCENT, SECONDS
 
 KIND = "nvme-smart"
@@ -115,15 +114,8 @@ def number(raw: Any) -> Optional[float]:
 
 
 def _json_fields(text: str) -> Optional[dict[str, Any]]:
-    """The first JSON object in the text, if it looks like a smart log; else None."""
-    start = text.find("{")
-    if start == -1:
-        return None
-    try:
-        obj, _ = json.JSONDecoder().raw_decode(text, start)
-    except ValueError:
-        return None
-    return obj if isinstance(obj, dict) and "critical_warning" in obj else None
+    """The first JSON object in the text that looks like a smart log; else None."""
+    return next((o for o in json_objects(text) if "critical_warning" in o), None)
 
 
 def _text_fields(text: str) -> tuple[dict[str, Any], Optional[str]]:

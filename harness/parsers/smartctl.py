@@ -8,13 +8,12 @@ attributes at threshold, error logs) are measurements and show in the metrics in
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from typing import Any, Optional
 
 from harness.model import Metric
-from harness.parsers.base import ParseResult, invalid
+from harness.parsers.base import ParseResult, invalid, json_objects
 from harness.parsers.nvme import health_metrics, number
 from harness.units import CELSIUS, COUNT
 
@@ -79,14 +78,8 @@ def _list(value: Any) -> list[Any]:
 
 
 def _document(text: str) -> Optional[dict[str, Any]]:
-    start = text.find("{")
-    if start == -1:
-        return None
-    try:
-        obj, _ = json.JSONDecoder().raw_decode(text, start)
-    except ValueError:
-        return None
-    return obj if isinstance(obj, dict) and ("smartctl" in obj or "json_format_version" in obj) else None
+    """The first JSON object in the text that is smartctl's document; else None."""
+    return next((o for o in json_objects(text) if "smartctl" in o or "json_format_version" in o), None)
 
 
 def _common(doc: Mapping[str, Any], labels: Mapping[str, str | int]) -> list[Metric]:
