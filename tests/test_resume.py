@@ -171,3 +171,42 @@ def test_resume_refuses_a_changed_suite_and_finishes_an_interrupted_run(tmp_path
     assert r.returncode == 2 and "does not exist" in r.stderr
     r = harness("run", "--resume", str(tmp_path))
     assert r.returncode == 2 and "no results.json" in r.stderr
+
+
+FIO_SUITE = """\
+name: scratchy
+checks:
+  - id: fio
+    kind: fio
+    params:
+      target: {target}
+      jobs:
+        - {{name: rr, rw: randread, bs: 4k, size: 8M, runtime: 60}}
+"""
+
+
+def test_sigkill_during_fio_check_then_next_run_removes_its_scratch_directory(tmp_path: Path):
+    """The fio kind's scratch files (harness-fio-* under the target) outlive a SIGKILL; the ledger
+    names the directory and the next run on that run directory removes it."""
+    target = tmp_path / "target"
+    target.mkdir()
+    suite, out = write(tmp_path / "s.yaml", FIO_SUITE.format(target=target)), tmp_path / "reports"
+    p = start("run", str(suite), "--profile", "generic", "--output", str(out))
+    try:
+        wait_for(lambda: run_dirs(out) if out.exists() else [], 60, "the run directory")
+        (run_dir,) = run_dirs(out)
+        wait_for(lambda: set(procs_with(str(target), "fio")) & set(ledger_groups(run_dir)), 60,
+                 "fio to start and be recorded")
+    finally:
+        sigkill(p)
+    (work,) = target.iterdir()
+    assert work.name.startswith("harness-fio-")
+    assert json.loads((run_dir / ".running").read_text())["scratch"] == [str(work)]
+
+    quick = write(tmp_path / "q.yaml",
+                  "name: q\nchecks:\n  - {id: t, kind: command, params: {argv: [/bin/true]}}\n")
+    res = harness("run", str(quick), "--profile", "generic", "--output", str(out))  # takes the run lock
+    assert f"removed leftover scratch directory {work} from {run_dir}" in res.stderr, res.stderr
+    assert "killed" in res.stderr and not work.exists() and list(target.iterdir()) == []
+    assert procs_with(str(target), "fio") == []
+    assert res.returncode == 0, res.stdout + res.stderr

@@ -11,7 +11,6 @@ named job set (checks/fio_presets).
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,7 +24,7 @@ from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, Pl
 from harness.errors import GuardRefusal, ToolError
 from harness.model import Metric
 from harness.parsers import fio as fio_parser
-from harness.platform import blockdev, storage
+from harness.platform import blockdev, scratch, storage
 from harness.units import SECONDS, parse_size
 
 RwMode = Literal["read", "write", "randread", "randwrite", "rw", "readwrite", "randrw",
@@ -286,21 +285,15 @@ def run(params: FioParams, ctx: CheckContext) -> CheckOutput:
     trims = [j.name for j in params.jobs if j.rw in TRIMMING]
     if trims:
         raise ToolError(f"fio jobs {', '.join(trims)} trim, which needs a block device target")
-    work = Path(tempfile.mkdtemp(prefix="harness-fio-", dir=parent))
-    mount = storage.mount_of(work)
-    extra: dict[str, Any] = {"directory": str(work)}
-    if mount is not None:  # which filesystem (or md array, or parallel filesystem) was measured
-        extra["filesystem"] = {"mount_point": mount.mount_point, "type": mount.fstype,
-                               "source": mount.source}
-    try:
+    with scratch.scratch_dir("fio", parent, ctx.log) as work:
+        mount = storage.mount_of(work)
+        extra: dict[str, Any] = {"directory": str(work)}
+        if mount is not None:  # which filesystem (or md array, or parallel filesystem) was measured
+            extra["filesystem"] = {"mount_point": mount.mount_point, "type": mount.fstype,
+                                   "source": mount.source}
         out = _output(ctx)
         return _execute(params, ctx, out, build_argv(params, output=str(out), directory=str(work)),
                         str(t if t is not None else work), extra)
-    finally:
-        try:
-            shutil.rmtree(work)
-        except OSError as e:
-            ctx.log.warning("could not remove fio scratch directory %s: %s", work, e)
 
 
 def check_device_targets(params: FioParams, ctx: CheckContext, devices: Sequence[str]) -> None:

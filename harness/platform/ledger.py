@@ -22,7 +22,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.fsutil import atomic_write_json
-from harness.platform import proc
+from harness.platform import proc, scratch
 
 RUNNING = ".running"
 GRACE_S = 3.0
@@ -83,6 +83,7 @@ class Ledger:
         self.path = run_dir / RUNNING
         self.log = log
         self.groups: dict[int, dict[str, Any]] = {}
+        self.scratch: list[str] = []
         me = proc_info(os.getpid())
         self.head = {"boot_id": boot_id(),
                      "owner": {"pid": os.getpid(), "start": me.start if me else None}}
@@ -92,9 +93,11 @@ class Ledger:
     def open(self) -> None:
         self._write()
         proc.watch(self._event)
+        scratch.watch(self._scratch)
 
     def close(self) -> None:
         proc.unwatch(self._event)
+        scratch.unwatch(self._scratch)
         try:
             self.path.unlink(missing_ok=True)
         except OSError as e:
@@ -111,11 +114,20 @@ class Ledger:
                 return
             self._write()
 
+    def _scratch(self, path: Path, created: bool) -> None:
+        with self.lock:
+            if created:
+                self.scratch.append(str(path))
+            elif str(path) in self.scratch:
+                self.scratch.remove(str(path))
+            self._write()
+
     def _write(self) -> None:
         try:
             # no fsync: the file serves after the harness process dies, when the page cache
             # lives on; after a power loss no process it names is left (the boot id changes)
-            atomic_write_json(self.path, {**self.head, "groups": list(self.groups.values())},
+            atomic_write_json(self.path, {**self.head, "groups": list(self.groups.values()),
+                                          "scratch": list(self.scratch)},
                               durable=False)
         except HarnessError as e:  # a full disk: the run stops on its own results, not here
             if not self.failed:
@@ -150,6 +162,7 @@ def reap_stale(run_dir: Path, log: logging.Logger | None = None, *, busy_ok: boo
         data = json.loads(path.read_text(encoding="utf-8"))
         groups = [(int(g["pgid"]), int(g["start"]), [str(a) for a in g.get("argv", [])][:3])
                   for g in data.get("groups", [])]
+        dirs = [Path(str(d)) for d in data.get("scratch", [])]
         owner = data.get("owner") or {}
     except FileNotFoundError:
         return []
@@ -158,8 +171,10 @@ def reap_stale(run_dir: Path, log: logging.Logger | None = None, *, busy_ok: boo
             log.warning("ignoring unreadable %s: %s", path, e)
         return []
     if data.get("boot_id") != boot_id():
-        path.unlink(missing_ok=True)  # the node rebooted since: nothing of it runs any more
-        return []
+        # the node rebooted since: nothing of it runs any more, but its files may be left
+        notes = [f"{n} from {run_dir}" for d in dirs if (n := scratch.remove_stale(d))]
+        path.unlink(missing_ok=True)
+        return notes
     holder = proc_info(int(owner.get("pid") or 0)) if owner.get("pid") else None
     if holder is not None and holder.alive and holder.start == owner.get("start") \
             and holder.pid != os.getpid():
@@ -190,6 +205,10 @@ def reap_stale(run_dir: Path, log: logging.Logger | None = None, *, busy_ok: boo
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline and any(_members(g, s) for g, s, _ in ours):
             time.sleep(0.05)
+    for d in dirs:  # after the kills: no tool writes there any more
+        note = scratch.remove_stale(d)
+        if note:
+            notes.append(f"{note} from {run_dir}")
     for n in notes:
         if log:
             log.warning("%s", n)
