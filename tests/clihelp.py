@@ -20,7 +20,8 @@ def harness(*args: str, cwd: Path | None = None, timeout: float = 180,
 
 
 def run_dirs(output: Path) -> list[Path]:
-    return sorted(p for p in output.iterdir() if p.is_dir())
+    """The run directories in an output directory (not its hidden .template-cache)."""
+    return sorted(p for p in output.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
 def results(run_dir: Path) -> dict[str, Any]:

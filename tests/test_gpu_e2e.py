@@ -47,7 +47,7 @@ def run(tmp_path: Path, monkeypatch, gpus: list[FakeGpu]) -> tuple[int, Path, Ru
     (tmp_path / "p.yaml").write_text(PROFILE)
     out = tmp_path / "reports"
     code = app.run(suite=str(suite(tmp_path)), profile=str(tmp_path / "p.yaml"), output=out)
-    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    (run_dir,) = [p for p in out.iterdir() if (p / "results.json").is_file()]
     return code, run_dir, RunRecord.from_dict(json.loads((run_dir / "results.json").read_text()))
 
 
@@ -97,7 +97,7 @@ def test_no_gpu_node_skips_with_the_reason(tmp_path: Path, monkeypatch):
     install(monkeypatch, [], fail_init="yes")
     out = tmp_path / "r"
     code = app.run(suite=str(suite(tmp_path)), profile="generic", output=out)
-    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    (run_dir,) = [p for p in out.iterdir() if (p / "results.json").is_file()]
     rec = json.loads((run_dir / "results.json").read_text())
     assert code == 0
     assert [(c["status"], c["message"]) for c in rec["checks"]] == [

@@ -355,15 +355,17 @@ def inventory_view(inv: Mapping[str, Any], host: str) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- rendering
 
-@lru_cache(maxsize=1)
-def _environment() -> Environment:
+@lru_cache(maxsize=4)
+def _environment(cache_parent: Path | None = None) -> Environment:
     import jinja2
+
+    from harness.report import tplcache
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("harness.report", "templates"),
         autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-        bytecode_cache=_bytecode_cache(),
+        bytecode_cache=tplcache.bytecode_cache(cache_parent),
     )
     env.filters.update(num=fmt_num, value=fmt_value, duration=fmt_duration, time=fmt_time,
                        bytes=fmt_bytes)
@@ -373,39 +375,14 @@ def _environment() -> Environment:
     return env
 
 
-def _bytecode_cache() -> Any:
-    """Compiled templates kept between runs (compiling them is ~0.1 s of every run).
-
-    Jinja's own per-user directory under the temp dir, which it creates 0700 and refuses when
-    another user owns it; writes that fail are ignored. None (no cache) where it cannot be had.
-    """
-    import jinja2
-
-    class _Quiet(jinja2.FileSystemBytecodeCache):
-        def dump_bytecode(self, bucket: Any) -> None:
-            try:
-                super().dump_bytecode(bucket)
-            except OSError:
-                pass
-
-        def load_bytecode(self, bucket: Any) -> None:
-            try:
-                super().load_bytecode(bucket)
-            except (OSError, EOFError, ValueError):
-                bucket.reset()
-
-    try:
-        return _Quiet()
-    except (OSError, RuntimeError):
-        return None
-
-
 def render_html(record: RunRecord, run_dir: Path | None) -> str:
     """The whole report as one self-contained HTML document."""
     from harness.report.trends import history_view
 
     checks = [_check_view(i, c, run_dir) for i, c in enumerate(record.checks)]
-    return _environment().get_template("report.html.j2").render(
+    # the output directory holds the compiled-template cache (run dirs live directly in it)
+    cache_parent = run_dir.parent if run_dir is not None else None
+    return _environment(cache_parent).get_template("report.html.j2").render(
         record=record, verdict=record.verdict, counts=record.counts, checks=checks,
         inventory=inventory_view(record.inventory, record.host), tail_kib=TAIL_BYTES // 1024,
         history=history_view(record),
