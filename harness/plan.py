@@ -53,6 +53,8 @@ def hardware_rules(profile: Profile) -> list[Rule]:
     if hw.nvme_count is not None:
         out.append(Rule(Expectation(metric="host.nvme_count", unit="count", min=hw.nvme_count), src))
         out.append(Rule(Expectation(metric="nvme.count", unit="count", min=hw.nvme_count), src))
+    if hw.hca_count:
+        out.append(Rule(Expectation(metric="ib.hca_count", unit="count", min=hw.hca_count), src))
     return out
 
 

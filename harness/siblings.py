@@ -39,7 +39,9 @@ class SiblingRule:
 
 
 def _name(labels: Mapping[str, LabelValue], vary: Sequence[str]) -> str:
-    return "/".join(str(labels.get(k, "?")) for k in vary)
+    """'mlx5_0', 'gpu0/gpu1'; an index label shows its name too: gpu 2 -> 'gpu2'."""
+    return "/".join(f"{k}{v}" if isinstance(v, int) else str(v)
+                    for k, v in ((k, labels.get(k, "?")) for k in vary))
 
 
 def _fmt(x: float) -> str:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install what the harness needs on a fresh Debian/Ubuntu machine (as root), into ./.venv.
-#   scripts/setup.sh          runtime: fio, util-linux, Python venv with the package
+#   scripts/setup.sh          runtime: fio, util-linux, ethtool, stress-ng, Python venv with the package
 #   scripts/setup.sh --test   also what the tests need: chromium, e2fsprogs, iperf3, stress-ng, Slurm +
 #                             munge, prometheus-pushgateway, test extras
 set -euo pipefail
@@ -8,11 +8,22 @@ cd "$(dirname "$0")/.."
 want_test=0; [ "${1:-}" = "--test" ] && want_test=1
 
 pkgs=(fio util-linux python3 python3-venv python3-pip)
+# the nic_ports check reads NIC error counters with `ethtool -S` (its tests run the real one)
+pkgs+=(ethtool)
+# the power_headroom check loads CPUs and memory with stress-ng during its full-system load
+pkgs+=(stress-ng)
 [ $want_test = 1 ] && pkgs+=(chromium e2fsprogs fdisk iperf3 stress-ng)
 # the storage tests run the real nvme-cli and smartctl (their errors on a node without NVMe)
 [ $want_test = 1 ] && pkgs+=(nvme-cli smartmontools)
+# the port-health tests run the real ibstat (its answer on a node without HCAs)
+[ $want_test = 1 ] && pkgs+=(infiniband-diags)
 # the fleet tests start a real Slurm lab (scripts/slurm-up.sh) and a real Pushgateway themselves
 [ $want_test = 1 ] && pkgs+=(slurmctld slurmd slurm-client munge prometheus-pushgateway)
+# node power and PSU state come from the BMC through ipmitool (harness/platform/bmc.py); the BMC
+# tests run it against OpenIPMI's ipmi_sim with a DCMI module built by gcc (tests/bmcsim.py) and
+# Redfish against a local HTTPS server with an openssl certificate
+pkgs+=(ipmitool)
+[ $want_test = 1 ] && pkgs+=(openipmi gcc libopenipmi-dev openssl)
 missing=()
 for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

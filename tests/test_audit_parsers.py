@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.parsers import hostfacts as hp
-from harness.parsers import libs, rdma
+from harness.parsers import ibports, libs
 from harness.parsers.nvsmi import parse_smi_xml
 
 DATA = Path(__file__).parent / "data" / "audit"
@@ -82,7 +82,7 @@ def test_nvidia_smi_xml_rejects_other_text(bad):
 # ---------------------------------------------------------------- ibv_devinfo, ofed_info
 
 def test_ibv_devinfo_four_hcas_sorted():
-    hcas = rdma.parse_ibv_devinfo(text("ibv_devinfo_4x_cx4_edr_ib_port_active_dgx1.txt"))
+    hcas = ibports.hcas(text("ibv_devinfo_4x_cx4_edr_ib_port_active_dgx1.txt"))
     assert [h.name for h in hcas] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
     assert {h.fw_ver for h in hcas} == {"12.23.1020"}
     assert all(h.ports == ((1, "PORT_ACTIVE", "InfiniBand"),) for h in hcas)
@@ -90,12 +90,12 @@ def test_ibv_devinfo_four_hcas_sorted():
 
 
 def test_ibv_devinfo_port_down_ethernet_vf():
-    (h,) = rdma.parse_ibv_devinfo(text("ibv_devinfo_cx6_vf_port_down_ethernet.txt"))
+    (h,) = ibports.hcas(text("ibv_devinfo_cx6_vf_port_down_ethernet.txt"))
     assert (h.name, h.fw_ver, h.ports) == ("mlx5_1", "16.23.1020", ((1, "PORT_DOWN", "Ethernet"),))
 
 
 def test_ibv_devinfo_without_devices():
-    assert rdma.parse_ibv_devinfo(text("ibv_devinfo_no_devices_rdma-core44.txt")) == []
+    assert ibports.hcas(text("ibv_devinfo_no_devices_rdma-core44.txt")) == []
 
 
 @pytest.mark.parametrize("out, version", [
@@ -103,7 +103,7 @@ def test_ibv_devinfo_without_devices():
     ("OFED-internal-24.04-0.6.6:\n", "24.04-0.6.6"),  # DOCA-OFED's
     ("", None)])
 def test_ofed_info(out, version):
-    assert rdma.parse_ofed_info(out) == version
+    assert ibports.parse_ofed_info(out) == version
 
 
 # ---------------------------------------------------------------- /proc and /sys

@@ -15,8 +15,9 @@ from harness.parsers.registry import parsers
 
 DATA = Path(__file__).parent / "data"
 KINDS = ("nccl", "perftest", "ibstat", "ibv-devinfo", "nvbandwidth", "cuda-bandwidthtest", "p2p",
-         "nvidia-smi-topo", "perfquery")
-DIRS = ("nccl-tests", "perftest", "ibports", "nvbandwidth", "cuda-samples", "nvidia-smi-topo", "ibcounters")
+         "nvidia-smi-topo", "perfquery", "ethtool-stats")
+DIRS = ("nccl-tests", "perftest", "ibports", "nvbandwidth", "cuda-samples", "nvidia-smi-topo", "ibcounters",
+        "ethtool")
 LINES = sorted({ln for d in DIRS for p in (DATA / d).iterdir() if p.name != "SOURCES.md"
                 for ln in p.read_text().splitlines()})
 real_lines = st.lists(st.sampled_from(LINES), max_size=60).map("\n".join)

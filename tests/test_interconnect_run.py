@@ -1,4 +1,4 @@
-"""A suite with nccl and nvbandwidth checks, end to end through the runner, compare and report.
+"""A suite with nccl and gpu_bandwidth checks, end to end through the runner, compare and report.
 
 The nccl-tests and nvbandwidth binaries are stand-ins that print real captured output (no GPU
 here); everything else is the real harness: suite and profile files, needs, evaluations, the
@@ -43,7 +43,7 @@ checks:
     kind: nccl
     params: {{bin_dir: "{bins}", minbytes: 1G, maxbytes: 16G, env: {{NCCL_DEBUG: WARN}}}}
   - id: pcie
-    kind: nvbandwidth
+    kind: gpu_bandwidth
     params: {{binary: "{nvb}", tests: [device_to_host_memcpy_ce]}}
 """)
     profile = tmp_path / "lab.yaml"
@@ -56,7 +56,7 @@ expectations:
     lower: 0.05
     min: {busbw_min}
     unit: GB/s
-  - {{metric: nvbandwidth.bw, labels: {{test: device_to_host_memcpy_ce}}, min: 52, unit: GB/s}}
+  - {{metric: gpu.d2h_bw, labels: {{test: device_to_host_memcpy_ce}}, min: 52, unit: GB/s}}
 """)
     return suite, profile
 
@@ -79,8 +79,9 @@ def test_accepted_run_with_busbw_chart(tmp_path, capsys):
     assert (ev["outcome"], ev["measured"], ev["low"], ev["reference"]) == ("pass", 464.57, 460, 480)
     assert nccl["details"]["env"]["NCCL_DEBUG"] == "WARN"
     outcomes = [(e["metric"], e["outcome"], e["source"]) for e in pcie["evaluations"]]
-    assert outcomes == ([("nvbandwidth.bw", "pass", "lab-h100")] * 8
-                        + [("nvbandwidth.bw", "pass", "sibling rule")])
+    assert outcomes == ([("gpu.d2h_bw", "pass", "lab-h100")] * 8
+                        + [("gpu.d2h_bw", "pass", "sibling rule")])
+    assert sorted(e["labels"]["gpu"] for e in pcie["evaluations"][:8]) == list(range(8))
     html = (run_dir / "report.html").read_text()
     assert html.count("<svg") >= 1 and "Bus bandwidth by message size" in html
     assert "min 460 GB/s at 16 GiB (all_reduce out-of-place) — lab-h100" in html

@@ -14,44 +14,46 @@ DATA = Path(__file__).parent / "data" / "cuda-samples"
 SAMPLES = sorted(p for p in DATA.iterdir() if p.name != "SOURCES.md")
 OLD_MB = 1024 * 1000 / 1e9  # old samples' "MB/s": 1024 * bytes / (ms * 2^20) = 1,024,000 B/s
 
-# bandwidthTest: (direction, memory, size, devices) -> GB/s
+# bandwidthTest: (metric, memory, size, (gpu, N) or (devices, N) for a --device=all aggregate) -> GB/s
+G0, D8 = ("gpu", 0), ("devices", 8)
+H2D, D2H, D2D = "gpu.h2d_bw", "gpu.d2h_bw", "gpu.d2d_bw"
 BANDWIDTH: dict[str, dict] = {
     "bandwidthTest_8x_tesla_k80_device_all_cumulative_8_devices_MBps_no_result_line.txt": {
-        ("h2d", "pinned", 33554432, 8): 78952.3 * OLD_MB, ("d2h", "pinned", 33554432, 8): 65986.9 * OLD_MB,
-        ("d2d", "pinned", 33554432, 8): 1362316.4 * OLD_MB, "result": None, "gpus": 8},
+        (H2D, "pinned", 33554432, D8): 78952.3 * OLD_MB, (D2H, "pinned", 33554432, D8): 65986.9 * OLD_MB,
+        (D2D, "pinned", 33554432, D8): 1362316.4 * OLD_MB, "result": None, "gpus": 8},
     "bandwidthTest_a100_80gb_pcie_pageable_htod_dtoh_only.txt": {
-        ("h2d", "pageable", 32000000, 1): 3.3, ("d2h", "pageable", 32000000, 1): 8.5, "result": "PASS",
+        (H2D, "pageable", 32000000, G0): 3.3, (D2H, "pageable", 32000000, G0): 8.5, "result": "PASS",
         "gpus": 1},
     "bandwidthTest_a100_80gb_pcie_pinned_htod_dtoh_only.txt": {
-        ("h2d", "pinned", 32000000, 1): 17.3, ("d2h", "pinned", 32000000, 1): 24.6, "result": "PASS",
+        (H2D, "pinned", 32000000, G0): 17.3, (D2H, "pinned", 32000000, G0): 24.6, "result": "PASS",
         "gpus": 1},
     "bandwidthTest_a100_sxm4_40gb_quick_pinned_GBps_tabs.txt": {
-        ("h2d", "pinned", 32000000, 1): 12.3, ("d2h", "pinned", 32000000, 1): 13.2,
-        ("d2d", "pinned", 32000000, 1): 1157.5, "result": "PASS", "gpus": 1},
+        (H2D, "pinned", 32000000, G0): 12.3, (D2H, "pinned", 32000000, G0): 13.2,
+        (D2D, "pinned", 32000000, G0): 1157.5, "result": "PASS", "gpus": 1},
     "bandwidthTest_gtx1660ti_maxq_pageable_MBps_33554432_old_format.txt": {
-        ("h2d", "pageable", 33554432, 1): 3215.3 * OLD_MB, ("d2h", "pageable", 33554432, 1): 2998.0 * OLD_MB,
-        ("d2d", "pageable", 33554432, 1): 26704.3 * OLD_MB, "result": "PASS", "gpus": 1},
+        (H2D, "pageable", 33554432, G0): 3215.3 * OLD_MB, (D2H, "pageable", 33554432, G0): 2998.0 * OLD_MB,
+        (D2D, "pageable", 33554432, G0): 26704.3 * OLD_MB, "result": "PASS", "gpus": 1},
     "bandwidthTest_tesla_t4_quick_pinned_tabs_lost_copy_artifact.txt": {
-        ("h2d", "pinned", 32000000, 1): 9.7, ("d2h", "pinned", 32000000, 1): 11.1,
-        ("d2d", "pinned", 32000000, 1): 239.6, "result": "PASS", "gpus": 1},
+        (H2D, "pinned", 32000000, G0): 9.7, (D2H, "pinned", 32000000, G0): 11.1,
+        (D2D, "pinned", 32000000, G0): 239.6, "result": "PASS", "gpus": 1},
 }
 # p2p: counts per (metric, mode/p2p/side) and values by (metric, labels..., src, dst)
 P2P: dict[str, dict] = {
     "p2pBandwidthLatencyTest_2x_rtx5090_no_p2p.txt": {
         "count": 18, "cannot": 2,
-        "values": {("p2p.access", (), "gpu0", "gpu1"): 0,
-                   ("p2p.bw", (("mode", "unidirectional"), ("p2p", "enabled")), "gpu1", "gpu0"): 38.66,
-                   ("p2p.bw", (("mode", "bidirectional"), ("p2p", "disabled")), "gpu0", "gpu1"): 43.03,
-                   ("p2p.lat", (("p2p", "disabled"), ("side", "gpu")), "gpu0", "gpu1"): 12.83,
-                   ("p2p.lat", (("p2p", "enabled"), ("side", "cpu")), "gpu1", "gpu0"): 5.64}},
+        "values": {("gpu.p2p_access", (), "gpu0", "gpu1"): 0,
+                   ("gpu.p2p_bw", (("mode", "unidirectional"), ("p2p", "enabled")), "gpu1", "gpu0"): 38.66,
+                   ("gpu.p2p_bw", (("mode", "bidirectional"), ("p2p", "disabled")), "gpu0", "gpu1"): 43.03,
+                   ("gpu.p2p_lat", (("p2p", "disabled"), ("side", "gpu")), "gpu0", "gpu1"): 12.83,
+                   ("gpu.p2p_lat", (("p2p", "enabled"), ("side", "cpu")), "gpu1", "gpu0"): 5.64}},
     "p2pBandwidthLatencyTest_8x_h100_sxm_nvlink_all_peers.txt": {
         "count": 9 * 56, "cannot": 0,
-        "values": {("p2p.access", (), "gpu3", "gpu5"): 1,
-                   ("p2p.bw", (("mode", "unidirectional"), ("p2p", "enabled")), "gpu0", "gpu1"): 365.30,
-                   ("p2p.bw", (("mode", "unidirectional"), ("p2p", "disabled")), "gpu4", "gpu1"): 38.27,
-                   ("p2p.bw", (("mode", "bidirectional"), ("p2p", "enabled")), "gpu1", "gpu0"): 774.45,
-                   ("p2p.lat", (("p2p", "enabled"), ("side", "gpu")), "gpu0", "gpu1"): 3.34,
-                   ("p2p.lat", (("p2p", "disabled"), ("side", "cpu")), "gpu7", "gpu6"): 6.41}},
+        "values": {("gpu.p2p_access", (), "gpu3", "gpu5"): 1,
+                   ("gpu.p2p_bw", (("mode", "unidirectional"), ("p2p", "enabled")), "gpu0", "gpu1"): 365.30,
+                   ("gpu.p2p_bw", (("mode", "unidirectional"), ("p2p", "disabled")), "gpu4", "gpu1"): 38.27,
+                   ("gpu.p2p_bw", (("mode", "bidirectional"), ("p2p", "enabled")), "gpu1", "gpu0"): 774.45,
+                   ("gpu.p2p_lat", (("p2p", "enabled"), ("side", "gpu")), "gpu0", "gpu1"): 3.34,
+                   ("gpu.p2p_lat", (("p2p", "disabled"), ("side", "cpu")), "gpu7", "gpu6"): 6.41}},
 }
 
 
@@ -66,10 +68,13 @@ def test_bandwidthtest(name):
     assert result.kind == "cuda-bandwidthtest" and result.valid and result.problems == ()
     assert result.details["result"] == exp.pop("result")
     assert len(result.details["devices"]) == exp.pop("gpus")
-    got = {(m.labels["direction"], m.labels["memory"], m.labels["size"], m.labels["devices"]): m.value
-           for m in result.metrics}
+    def who(labels):
+        return next((k, labels[k]) for k in ("devices", "gpu") if k in labels)
+
+    got = {(m.name, m.labels["memory"], m.labels["size"], who(m.labels)): m.value for m in result.metrics}
     assert got == pytest.approx(exp, rel=1e-12)
     assert {m.unit for m in result.metrics} == {"GB/s"}
+    assert {m.labels["test"] for m in result.metrics} == {"bandwidthTest"}
 
 
 @pytest.mark.parametrize("name", sorted(P2P))
@@ -85,7 +90,8 @@ def test_p2p(name):
         assert m.value == value
     assert all(m.labels["src"] != m.labels["dst"] for m in result.metrics)  # no diagonal
     units = Counter((m.name, m.unit) for m in result.metrics)
-    assert set(units) <= {("p2p.bw", "GB/s"), ("p2p.lat", "us"), ("p2p.access", "count")}
+    assert set(units) <= {("gpu.p2p_bw", "GB/s"), ("gpu.p2p_lat", "us"), ("gpu.p2p_access", "count")}
+    assert {m.labels["test"] for m in result.metrics} == {"p2pBandwidthLatencyTest"}
 
 
 def test_failed_result_and_truncated_section_are_invalid():
@@ -100,7 +106,7 @@ def test_truncated_p2p_matrix_is_invalid():
     text = (DATA / "p2pBandwidthLatencyTest_8x_h100_sxm_nvlink_all_peers.txt").read_text()
     result = cudasamples.parse_p2p(text[: text.index("     4 392.01")])
     assert not result.valid
-    assert result.problems == ("p2p.bw {'mode': 'unidirectional', 'p2p': 'enabled'}: 4 of 8 rows "
+    assert result.problems == ("gpu.p2p_bw {'mode': 'unidirectional', 'p2p': 'enabled'}: 4 of 8 rows "
                                "(output truncated)",)
 
 

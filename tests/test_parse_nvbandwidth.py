@@ -28,17 +28,17 @@ EXPECTED: dict[str, dict] = {
                   (BRD, "read1"): 42, (BRD, "read2"): 42, (BRD, "total"): 42,
                   (BWR, "write1"): 42, (BWR, "write2"): 42, (BWR, "total"): 42},
         "values": {
-            ("nvbandwidth.bw", H2D, "cpu", "gpu0", None): 55.59,
-            ("nvbandwidth.bw", D2H, "gpu3", "cpu", None): 57.05,
-            ("nvbandwidth.bw", "device_to_host_bidirectional_memcpy_ce", "gpu6", "cpu", None): 48.09,
-            ("nvbandwidth.bw", RD, "gpu0", "gpu1", None): 764.71,
-            ("nvbandwidth.bw", RD, "gpu1", "gpu0", None): 765.86,
-            ("nvbandwidth.bw", WR, "gpu1", "gpu0", None): 774.50,  # row 0, column 1 of "<-"
-            ("nvbandwidth.bw", BRD, "gpu1", "gpu6", "total"): 1517.86,
-            ("nvbandwidth.bw", BWR, "gpu3", "gpu4", "write2"): 769.36,
-            ("nvbandwidth.sum", H2D, None, None, None): 389.15,
-            ("nvbandwidth.sum", BRD, None, None, "read1"): 31945.78,
-            ("nvbandwidth.sum", BWR, None, None, "total"): 64669.78,
+            ("gpu.h2d_bw", H2D, "cpu", "gpu0", None): 55.59,
+            ("gpu.d2h_bw", D2H, "gpu3", "cpu", None): 57.05,
+            ("gpu.d2h_bw", "device_to_host_bidirectional_memcpy_ce", "gpu6", "cpu", None): 48.09,
+            ("gpu.p2p_bw", RD, "gpu0", "gpu1", None): 764.71,
+            ("gpu.p2p_bw", RD, "gpu1", "gpu0", None): 765.86,
+            ("gpu.p2p_bw", WR, "gpu1", "gpu0", None): 774.50,  # row 0, column 1 of "<-"
+            ("gpu.p2p_bw", BRD, "gpu1", "gpu6", "total"): 1517.86,
+            ("gpu.p2p_bw", BWR, "gpu3", "gpu4", "write2"): 769.36,
+            ("gpu.bw_sum", H2D, None, None, None): 389.15,
+            ("gpu.bw_sum", BRD, None, None, "read1"): 31945.78,
+            ("gpu.bw_sum", BWR, None, None, "total"): 64669.78,
         },
         "cov": {"device_to_host_bidirectional_memcpy_ce": 0.01, f"{BRD}_total": 0.0},
         "tests": [H2D, D2H, "host_to_device_bidirectional_memcpy_ce",
@@ -46,39 +46,39 @@ EXPECTED: dict[str, dict] = {
     },
     H100_READ: {
         "count": 57, "cells": {(RD, None): 56},
-        "values": {("nvbandwidth.bw", RD, "gpu4", "gpu6", None): 395.25,
-                   ("nvbandwidth.bw", RD, "gpu7", "gpu0", None): 395.05,
-                   ("nvbandwidth.sum", RD, None, None, None): 22126.64},  # SUM of unrounded cells
+        "values": {("gpu.p2p_bw", RD, "gpu4", "gpu6", None): 395.25,
+                   ("gpu.p2p_bw", RD, "gpu7", "gpu0", None): 395.05,
+                   ("gpu.bw_sum", RD, None, None, None): 22126.64},  # SUM of unrounded cells
     },
     "nvbandwidth_v0.10.0_8x_h100_d2d_memcpy_write_ce.txt": {
         "count": 57, "cells": {(WR, None): 56},
-        "values": {("nvbandwidth.bw", WR, "gpu0", "gpu1", None): 397.50,
-                   ("nvbandwidth.bw", WR, "gpu1", "gpu0", None): 397.44,
-                   ("nvbandwidth.sum", WR, None, None, None): 22258.35},
+        "values": {("gpu.p2p_bw", WR, "gpu0", "gpu1", None): 397.50,
+                   ("gpu.p2p_bw", WR, "gpu1", "gpu0", None): 397.44,
+                   ("gpu.bw_sum", WR, None, None, None): 22258.35},
     },
     "nvbandwidth_v0.10.0_8x_h100_device_to_device_latency_sm.txt": {
         "count": 56, "cells": {("device_to_device_latency_sm", None): 56},
-        "values": {("nvbandwidth.lat", "device_to_device_latency_sm", "gpu0", "gpu1", None): 0.82642,
-                   ("nvbandwidth.lat", "device_to_device_latency_sm", "gpu7", "gpu3", None): 0.82194,
-                   ("nvbandwidth.sum", "device_to_device_latency_sm", None, None, None): None},
+        "values": {("gpu.p2p_lat", "device_to_device_latency_sm", "gpu0", "gpu1", None): 0.82642,
+                   ("gpu.p2p_lat", "device_to_device_latency_sm", "gpu7", "gpu3", None): 0.82194,
+                   ("gpu.bw_sum", "device_to_device_latency_sm", None, None, None): None},
     },
     "nvbandwidth_v0.10.0_8x_h100_device_to_host_memcpy_ce.txt": {
         "count": 9, "cells": {(D2H, None): 8},
-        "values": {("nvbandwidth.bw", D2H, "gpu7", "cpu", None): 55.20,
-                   ("nvbandwidth.bw", D2H, "gpu4", "cpu", None): 55.25,
-                   ("nvbandwidth.sum", D2H, None, None, None): 441.72},
+        "values": {("gpu.d2h_bw", D2H, "gpu7", "cpu", None): 55.20,
+                   ("gpu.d2h_bw", D2H, "gpu4", "cpu", None): 55.25,
+                   ("gpu.bw_sum", D2H, None, None, None): 441.72},
     },
     "nvbandwidth_v0.8_1x_a100_sxm4_40gb_host_to_device_memcpy_sm_b512.txt": {
         "count": 2, "cells": {("host_to_device_memcpy_sm", None): 1}, "version": "v0.8",
         "devices": {"gpu0": "NVIDIA A100-SXM4-40GB (00000000:99:00)"},
-        "values": {("nvbandwidth.bw", "host_to_device_memcpy_sm", "cpu", "gpu0", None): 25.13,
-                   ("nvbandwidth.sum", "host_to_device_memcpy_sm", None, None, None): 25.13},
+        "values": {("gpu.h2d_bw", "host_to_device_memcpy_sm", "cpu", "gpu0", None): 25.13,
+                   ("gpu.bw_sum", "host_to_device_memcpy_sm", None, None, None): 25.13},
     },
     "nvbandwidth_v0.8_6x_rtx_a6000_d2d_read_ce_pcie_NA_diagonal_poster_elided.txt": {
         "count": 31, "cells": {(RD, None): 30}, "tests": [],  # the "Running" line was elided
-        "values": {("nvbandwidth.bw", RD, "gpu0", "gpu3", None): 21.95,
-                   ("nvbandwidth.bw", RD, "gpu4", "gpu3", None): 26.35,
-                   ("nvbandwidth.sum", RD, None, None, None): 715.53},
+        "values": {("gpu.p2p_bw", RD, "gpu0", "gpu3", None): 21.95,
+                   ("gpu.p2p_bw", RD, "gpu4", "gpu3", None): 26.35,
+                   ("gpu.bw_sum", RD, None, None, None): 715.53},
     },
 }
 
@@ -87,9 +87,18 @@ def real(name: str) -> str:
     return (DATA / name).read_text()
 
 
+def ends(m) -> tuple:
+    """(src, dst) of a cell: the labels of a GPU pair, cpu and gpu<N> for host copies."""
+    if m.name == "gpu.h2d_bw":
+        return "cpu", f"gpu{m.labels['gpu']}"
+    if m.name == "gpu.d2h_bw":
+        return f"gpu{m.labels['gpu']}", "cpu"
+    return m.labels.get("src"), m.labels.get("dst")
+
+
 def find(result, name, test, src, dst, part):
     found = [m for m in result.metrics if m.name == name and m.labels["test"] == test
-             and m.labels.get("src") == src and m.labels.get("dst") == dst and m.labels.get("part") == part]
+             and ends(m) == (src, dst) and m.labels.get("part") == part]
     assert len(found) <= 1
     return found[0] if found else None
 
@@ -106,7 +115,7 @@ def test_sample(path):
     assert result.valid and result.problems == ()
     assert len(result.metrics) == exp["count"]
     cells = Counter((m.labels["test"], m.labels.get("part")) for m in result.metrics
-                    if m.name in ("nvbandwidth.bw", "nvbandwidth.lat"))
+                    if m.name != "gpu.bw_sum")
     assert dict(cells) == exp["cells"]
     for key, value in exp["values"].items():
         m = find(result, *key)
@@ -116,9 +125,12 @@ def test_sample(path):
             assert m is not None, key
             assert m.value == pytest.approx(value, rel=1e-12)
     for m in result.metrics:
-        assert m.unit == ("us" if m.name == "nvbandwidth.lat" else "GB/s")
-        if m.name != "nvbandwidth.sum":
-            assert m.labels["src"] != m.labels["dst"]  # N/A diagonals give nothing
+        assert m.unit == ("us" if m.name.endswith("_lat") else "GB/s")
+        if m.name != "gpu.bw_sum":
+            src, dst = ends(m)
+            assert src != dst  # N/A diagonals give nothing
+        if m.name in ("gpu.h2d_bw", "gpu.d2h_bw"):
+            assert isinstance(m.labels["gpu"], int) and "src" not in m.labels
     for key in ("version", "driver", "devices", "tests"):
         if key in exp:
             assert result.details[key] == exp[key]

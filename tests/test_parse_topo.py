@@ -14,6 +14,8 @@ SAMPLES = sorted(p for p in DATA.iterdir() if p.name != "SOURCES.md")
 A100 = "topo_-m_2x_a100_pcie_2x_mlx5_SYS_NODE_empty_affinity_tabs.txt"
 V100 = "topo_-m_4x_v100_power9_NV3_4x_mlx5_numa8_tabs.txt"
 RTX = "topo_-mp_2x_rtx_pro_6000_blackwell_PIX.txt"
+DELLA = "topo_-m_8x_h100_NV18_6x_mlx5_della_k17g3_4_gpus_nic_at_NODE.txt"
+HGX = "topo_-m_8x_hopper_hgx_NV18_12x_mlx5_PXB_each_gpu.txt"
 
 EXPECTED: dict[str, dict] = {
     A100: {"count": 2 * (1 + 3) + 2,
@@ -29,6 +31,23 @@ EXPECTED: dict[str, dict] = {
            "nic": {"gpu0": ("mlx5_0", 4), "gpu1": ("mlx5_0", 4), "gpu2": ("mlx5_2", 4),
                    "gpu3": ("mlx5_2", 4)},
            "affinity": {"gpu2": {"CPU Affinity": "64-127", "NUMA Affinity": "8"}}},
+    DELLA: {"count": 8 * (7 + 7 + 6 + 1),
+            "nvlinks": {("gpu0", "gpu7"): 18, ("gpu5", "gpu2"): 18},
+            "paths": {("gpu0", "NIC1"): "PIX", ("gpu1", "NIC0"): "NODE", ("gpu6", "NIC5"): "PIX"},
+            "nic": {"gpu0": ("NIC0", 1), "gpu1": ("NIC0", 4), "gpu2": ("NIC0", 4), "gpu3": ("NIC2", 1),
+                    "gpu4": ("NIC3", 1), "gpu5": ("NIC0", 4), "gpu6": ("NIC5", 1), "gpu7": ("NIC0", 4)},
+            "affinity": {"gpu0": {"NUMA Affinity": "0", "GPU NUMA ID": "N/A"},
+                         "gpu7": {"CPU Affinity": "1", "NUMA Affinity": "1", "GPU NUMA ID": "N/A"}},
+            "nic_names": {f"NIC{i}": f"mlx5_{i}" for i in range(6)}},
+    HGX: {"count": 8 * (7 + 7 + 12 + 1),
+          "nvlinks": {("gpu3", "gpu4"): 18},
+          "paths": {("gpu0", "NIC0"): "PXB", ("gpu4", "NIC0"): "SYS", ("gpu7", "NIC11"): "PXB"},
+          "nic": {"gpu0": ("NIC0", 2), "gpu1": ("NIC3", 2), "gpu2": ("NIC4", 2), "gpu3": ("NIC5", 2),
+                  "gpu4": ("NIC6", 2), "gpu5": ("NIC9", 2), "gpu6": ("NIC10", 2), "gpu7": ("NIC11", 2)},
+          "affinity": {"gpu0": {"CPU Affinity": "0-55,112-167", "NUMA Affinity": "0", "GPU NUMA ID": "N/A"},
+                       "gpu5": {"CPU Affinity": "56-111,168-223", "NUMA Affinity": "1",
+                                "GPU NUMA ID": "N/A"}},
+          "nic_names": {f"NIC{i}": f"mlx5_{i}" for i in range(12)}},
     RTX: {"count": 4, "nvlinks": {("gpu0", "gpu1"): 0}, "paths": {("gpu1", "gpu0"): "PIX"}, "nic": {},
           "affinity": {"gpu1": {"CPU Affinity": "0-47", "NUMA Affinity": "0", "GPU NUMA ID": "N/A"}}},
 }
@@ -54,6 +73,7 @@ def test_sample(path):
     assert nic == exp["nic"]
     for gpu, aff in exp["affinity"].items():
         assert result.details["affinity"][gpu] == aff
+    assert result.details["nic_names"] == exp.get("nic_names", {})
 
 
 def test_a_profile_can_require_nv_links_between_every_pair():

@@ -13,7 +13,8 @@ from harness.siblings import SiblingRule, groups, judge
 DATA = Path(__file__).parent / "data" / "nvbandwidth"
 D2H = "nvbandwidth_v0.10.0_8x_h100_device_to_host_memcpy_ce.txt"
 PCIE = "nvbandwidth_v0.8_6x_rtx_a6000_d2d_read_ce_pcie_NA_diagonal_poster_elided.txt"
-PAIRS = SiblingRule("nvbandwidth.bw", ("src", "dst"), 0.10)
+PAIRS = SiblingRule("gpu.p2p_bw", ("src", "dst"), 0.10)
+GPUS = SiblingRule("gpu.d2h_bw", ("gpu",), 0.10)
 
 
 def hca(device: str, value: float, **labels) -> Metric:
@@ -23,21 +24,21 @@ def hca(device: str, value: float, **labels) -> Metric:
 
 def test_real_h100_d2h_gpus_all_within_ten_percent():
     metrics = nvbandwidth.parse((DATA / D2H).read_text()).metrics
-    (ev,) = judge(PAIRS, metrics)
+    (ev,) = judge(GPUS, metrics)
     assert ev.outcome is Outcome.PASS and ev.reduce == "min"
     assert ev.labels == {"test": "device_to_host_memcpy_ce"}
     assert ev.measured == 55.18 and ev.reference == pytest.approx(55.20)  # median of the 8 cells
     assert ev.low == pytest.approx(55.20 * 0.9) and ev.high is None
-    assert "slowest of 8 (by src,dst) is gpu2/cpu at 55.18 GB/s" in ev.message
+    assert "slowest of 8 (by gpu) is gpu2 at 55.18 GB/s" in ev.message
 
 
 def test_one_slow_gpu_in_a_real_matrix_is_named():
     text = (DATA / D2H).read_text().replace("55.25     55.25     55.26", "55.25     40.00     55.26")
-    (ev,) = judge(PAIRS, nvbandwidth.parse(text).metrics)
+    (ev,) = judge(GPUS, nvbandwidth.parse(text).metrics)
     assert ev.outcome is Outcome.FAIL and ev.measured == 40.0
-    assert ev.labels == {"test": "device_to_host_memcpy_ce", "src": "gpu5", "dst": "cpu"}
-    assert ev.message.startswith("gpu5/cpu measured 40 GB/s, 27.5% below the median 55.2 GB/s of its "
-                                 "8 siblings (by src,dst); allowed 10%")
+    assert ev.labels == {"test": "device_to_host_memcpy_ce", "gpu": 5}
+    assert ev.message.startswith("gpu5 measured 40 GB/s, 27.5% below the median 55.2 GB/s of its "
+                                 "8 siblings (by gpu); allowed 10%")
 
 
 def test_pcie_pairs_across_the_switch_pass_at_ten_but_not_at_three_percent():
@@ -47,7 +48,7 @@ def test_pcie_pairs_across_the_switch_pass_at_ten_but_not_at_three_percent():
     (ev,) = judge(PAIRS, metrics)
     assert (ev.outcome, ev.measured, ev.reference) == (Outcome.PASS, 21.8, 22.64)
     assert "is gpu0/gpu5 at 21.8 GB/s" in ev.message
-    fails = judge(SiblingRule("nvbandwidth.bw", ("src", "dst"), 0.03), metrics)
+    fails = judge(SiblingRule("gpu.p2p_bw", ("src", "dst"), 0.03), metrics)
     assert len(fails) == 8 and all(e.outcome is Outcome.FAIL and e.measured < 22.64 * 0.97 for e in fails)
     assert {(e.labels["src"], e.labels["dst"]) for e in fails} >= {("gpu0", "gpu5"), ("gpu3", "gpu1")}
 
@@ -64,9 +65,9 @@ def test_groups_keep_other_labels_apart():
 
 
 def test_lower_is_better_flags_the_highest():
-    lat = [Metric("nvbandwidth.lat", v, "us", {"test": "t", "src": f"gpu{i}", "dst": "gpu9"})
+    lat = [Metric("gpu.p2p_lat", v, "us", {"test": "t", "src": f"gpu{i}", "dst": "gpu9"})
            for i, v in enumerate((0.82, 0.83, 0.82, 1.5))]
-    (ev,) = judge(SiblingRule("nvbandwidth.lat", ("src",), 0.2, better="lower"), lat)
+    (ev,) = judge(SiblingRule("gpu.p2p_lat", ("src",), 0.2, better="lower"), lat)
     assert ev.outcome is Outcome.FAIL and ev.labels["src"] == "gpu3" and ev.high == pytest.approx(0.825 * 1.2)
     assert "above the median" in ev.message
 

@@ -19,12 +19,16 @@ MODULES: Mapping[str, str] = {
     "command": "harness.checks.command",
     "nccl": "harness.checks.nccl",
     "rdma": "harness.checks.rdma",
-    "nvbandwidth": "harness.checks.nvbandwidth",
+    "ib_ports": "harness.checks.ib_ports",
+    "nic_ports": "harness.checks.nic_ports",
+    "gpu_bandwidth": "harness.checks.gpu_bandwidth",
     "config_audit": "harness.checks.config_audit",
     "nvme_health": "harness.checks.nvme_health",
     "mdraid": "harness.checks.mdraid",
     "gpu_health": "harness.checks.gpu_health",
     "gpu_burn": "harness.checks.gpu_burn",
+    "topology": "harness.checks.topology",
+    "iperf3": "harness.checks.iperf3",
 }
 
 

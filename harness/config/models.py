@@ -142,12 +142,46 @@ class PsuHardware(Strict):
     max_system_power_w: Optional[float] = Field(None, gt=0)
 
 
+TOPO_PATH = r"^(PIX|PXB|PHB|NODE|SYS|NV\d+|NV#)$"
+
+
+class GpuPairShape(Strict):
+    """What every GPU pair of `nvidia-smi topo -m` must show."""
+
+    nvlinks: Optional[int] = Field(None, ge=1, le=64, description="at least this many bonded NVLinks "
+                                   "(NV18 -> 18)")
+    path: Optional[list[Annotated[str, Field(pattern=TOPO_PATH)]]] = Field(
+        None, min_length=1, description="allowed connections, e.g. [NV18]; NV# is any NVLink")
+
+
+class GpuNicShape(Strict):
+    """How close each GPU's nearest NIC must be."""
+
+    max_path: Literal["PIX", "PXB", "PHB", "NODE", "SYS"] = Field(
+        description="farthest allowed path to the nearest NIC (PXB: a NIC at PIX or PXB)")
+
+
+class TopologyHardware(Strict):
+    """The expected shape of the GPU/NIC topology (the `topology` check judges it)."""
+
+    gpu_pairs: Optional[GpuPairShape] = None
+    gpu_nic: Optional[GpuNicShape] = None
+    gpu_numa: Optional[dict[Annotated[str, Field(pattern=r"^gpu\d+$")], int]] = Field(
+        None, description="NUMA node of each GPU, e.g. {gpu0: 0, gpu4: 1}")
+
+
 class Hardware(Strict):
     gpu: GpuHardware = Field(default_factory=GpuHardware)  # type: ignore[arg-type]
+    topology: Optional[TopologyHardware] = None
     cpu_model: Optional[str] = None
     memory_min_bytes: Optional[int] = Field(None, ge=0)
     nvme_count: Optional[int] = Field(None, ge=0)
+    hca_count: Optional[int] = Field(None, ge=0, le=64, description="RDMA devices (mlx5_0, ...) in "
+                                     "/sys/class/infiniband expected, at least")
     gpu_tdp_w: Optional[float] = Field(None, gt=0)
+    gpu_input_gbps: Optional[float] = Field(
+        None, gt=0, description="input data one GPU consumes while training, GB/s; the data_path "
+        "check needs this x the GPU count (data_path.feed_ratio)")
     psu: Optional[PsuHardware] = None
 
 

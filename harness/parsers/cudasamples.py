@@ -2,16 +2,17 @@
 
 Pure: text in, ParseResult out, never an exception.
 
-bandwidthTest: `bandwidthtest.bw` per section and transfer size, labelled {direction (h2d,
-d2h, d2d), memory (pinned, pageable), size, devices}. Current samples print GB/s (bytes /
-1e9 / s); old ones print "MB/s" computed as 1024 * bytes / (ms * 2^20), i.e. units of
-1,024,000 B/s, converted here as value * 0.001024 GB/s. Device-to-device counts the read and
-the write (the sample doubles it). Devices > 1 means one aggregate over that many GPUs.
+bandwidthTest: `gpu.h2d_bw`, `gpu.d2h_bw`, `gpu.d2d_bw` (GB/s) per section and transfer size,
+labelled {test: bandwidthTest, memory (pinned, pageable), size (bytes), gpu (the device the
+run names)}; a `--device=all` run is one aggregate, labelled {devices: N} instead of gpu.
+Current samples print GB/s (bytes / 1e9 / s); old ones print "MB/s" computed as 1024 * bytes
+/ (ms * 2^20), i.e. units of 1,024,000 B/s, converted here as value * 0.001024 GB/s.
+Device-to-device counts the read and the write (the sample doubles it).
 
-p2pBandwidthLatencyTest: `p2p.bw` (GB/s, bytes / 1e9 / s) per GPU pair, labelled {src (row),
-dst (column), mode (unidirectional, bidirectional), p2p (enabled, disabled)}; `p2p.lat` (us)
-{src, dst, p2p, side (gpu, cpu)}; `p2p.access` (1/0) per pair from the connectivity matrix.
-The diagonal (a GPU to itself) gives no metric.
+p2pBandwidthLatencyTest: `gpu.p2p_bw` (GB/s, bytes / 1e9 / s) per GPU pair, labelled {test:
+p2pBandwidthLatencyTest, src (row), dst (column), mode (unidirectional, bidirectional), p2p
+(enabled, disabled)}; `gpu.p2p_lat` (us) {test, src, dst, p2p, side (gpu, cpu)};
+`gpu.p2p_access` (1/0) per pair from the connectivity matrix. The diagonal gives no metric.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ _MEMORY = re.compile(r"^(PINNED|PAGEABLE) Memory Transfers")
 _UNIT = re.compile(r"Transfer Size \(Bytes\)\s+Bandwidth\((GB/s|MB/s)\)")
 _RESULT = re.compile(r"^Result\s*=\s*(\w+)")
 _DIRECTIONS = {"Host to Device": "h2d", "Device to Host": "d2h", "Device to Device": "d2d"}
+BANDWIDTH_TEST, P2P_TEST = "bandwidthTest", "p2pBandwidthLatencyTest"
 _TO_GBPS = {"GB/s": 1.0, "MB/s": 1024.0 * 1000 / 1e9}
 _DEVICE = re.compile(r"^Device[:\s]+(\d+)[:,]\s*(.+?)(?:,\s*pciBusID.*)?$")
 
@@ -42,7 +44,7 @@ def _num(tok: str) -> Optional[float]:
 
 
 def parse_bandwidthtest(text: str) -> ParseResult:
-    """bandwidthtest.bw (GB/s) per direction, memory kind and transfer size."""
+    """gpu.h2d_bw / gpu.d2h_bw / gpu.d2d_bw (GB/s) per memory kind and transfer size."""
     metrics: list[Metric] = []
     problems: list[str] = []
     devices: dict[str, str] = {}
@@ -71,8 +73,7 @@ def parse_bandwidthtest(text: str) -> ParseResult:
             toks = s.split()
             value = _num(toks[1]) if len(toks) == 2 and toks[0].isdigit() else None
             if value is not None:
-                labels = {**section, "size": int(toks[0])}
-                metrics.append(Metric("bandwidthtest.bw", value * _TO_GBPS[unit], GBPS, labels))
+                metrics.append(_bandwidth_metric(section, devices, int(toks[0]), value * _TO_GBPS[unit]))
                 rows_in_section += 1
     if sections == 0:
         return invalid("cuda-bandwidthtest", "not bandwidthTest output (no bandwidth section found)")
@@ -84,6 +85,18 @@ def parse_bandwidthtest(text: str) -> ParseResult:
     return ParseResult("cuda-bandwidthtest", not problems, tuple(problems), tuple(metrics), details)
 
 
+def _bandwidth_metric(section: dict[str, str | int], devices: dict[str, str], size: int,
+                      gbps: float) -> Metric:
+    labels: dict[str, str | int] = {"test": BANDWIDTH_TEST, "size": size}
+    if "memory" in section:
+        labels["memory"] = section["memory"]
+    if section["devices"] != 1:
+        labels["devices"] = section["devices"]
+    elif len(devices) == 1:
+        labels["gpu"] = int(next(iter(devices))[3:])
+    return Metric(f"gpu.{section['direction']}_bw", gbps, GBPS, labels)
+
+
 _MATRIX = re.compile(r"^(Unidirectional|Bidirectional) P2P=(Enabled|Disabled) Bandwidth")
 _LATENCY = re.compile(r"^P2P=(Enabled|Disabled) Latency")
 _CONNECTIVITY = re.compile(r"^P2P Connectivity Matrix")
@@ -91,7 +104,7 @@ _HEAD = re.compile(r"^(D\\D|GPU|CPU)((?:\s+\d+)+)\s*$")
 
 
 def parse_p2p(text: str) -> ParseResult:
-    """p2p.bw, p2p.lat and p2p.access per GPU pair from p2pBandwidthLatencyTest."""
+    """gpu.p2p_bw, gpu.p2p_lat and gpu.p2p_access per GPU pair from p2pBandwidthLatencyTest."""
     metrics: list[Metric] = []
     problems: list[str] = []
     devices: dict[str, str] = {}
@@ -102,11 +115,12 @@ def parse_p2p(text: str) -> ParseResult:
     for raw in text.splitlines():
         s = raw.strip()
         if m := _MATRIX.match(s):
-            kind, columns = ("p2p.bw", {"mode": m.group(1).lower(), "p2p": m.group(2).lower()}), []
+            kind, columns = ("gpu.p2p_bw", {"test": P2P_TEST, "mode": m.group(1).lower(),
+                                            "p2p": m.group(2).lower()}), []
         elif m := _LATENCY.match(s):
-            kind, columns = ("p2p.lat", {"p2p": m.group(1).lower()}), []
+            kind, columns = ("gpu.p2p_lat", {"test": P2P_TEST, "p2p": m.group(1).lower()}), []
         elif _CONNECTIVITY.match(s):
-            kind, columns = ("p2p.access", {}), []
+            kind, columns = ("gpu.p2p_access", {"test": P2P_TEST}), []
         elif "CANNOT Access Peer" in s:
             cannot.append(s)
         elif (m := _DEVICE.match(s)) and kind is None:
@@ -114,7 +128,7 @@ def parse_p2p(text: str) -> ParseResult:
         elif kind is not None and (m := _HEAD.match(s)):
             columns = [int(t) for t in m.group(2).split()]
             labels = dict(kind[1])
-            if kind[0] == "p2p.lat":
+            if kind[0] == "gpu.p2p_lat":
                 labels["side"] = m.group(1).lower()
             matrices.append((kind[0], labels, len(columns), 0))
         elif kind is not None and columns and s and s.split()[0].isdigit():
@@ -122,19 +136,23 @@ def parse_p2p(text: str) -> ParseResult:
             cells = [_num(t) for t in toks[1:]]
             name, labels, ncols, nrows = matrices[-1]
             if len(cells) != ncols or any(c is None for c in cells):
-                problems.append(f"{name} {labels}: row {toks[0]} is incomplete")
+                problems.append(f"{name} {_shown(labels)}: row {toks[0]} is incomplete")
                 continue
             matrices[-1] = (name, labels, ncols, nrows + 1)
             r = int(toks[0])
             for c, value in zip(columns, cells, strict=True):
                 if r == c or value is None:
                     continue
-                unit = {"p2p.bw": GBPS, "p2p.lat": US, "p2p.access": COUNT}[name]
+                unit = {"gpu.p2p_bw": GBPS, "gpu.p2p_lat": US, "gpu.p2p_access": COUNT}[name]
                 metrics.append(Metric(name, value, unit, {**labels, "src": f"gpu{r}", "dst": f"gpu{c}"}))
     if not matrices:
         return invalid("p2p", "not p2pBandwidthLatencyTest output (no matrix found)")
     for name, labels, ncols, nrows in matrices:
         if nrows < ncols:
-            problems.append(f"{name} {labels}: {nrows} of {ncols} rows (output truncated)")
+            problems.append(f"{name} {_shown(labels)}: {nrows} of {ncols} rows (output truncated)")
     details = {"devices": devices, "cannot_access_peer": cannot}
     return ParseResult("p2p", not problems, tuple(problems), tuple(metrics), details)
+
+
+def _shown(labels: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in labels.items() if k != "test"}

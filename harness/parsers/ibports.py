@@ -1,17 +1,20 @@
-"""Parse InfiniBand port state from `ibstat` and `ibv_devinfo` output.
+"""Parse InfiniBand port state from `ibstat`, `ibv_devinfo` and sysfs port files; `ofed_info -s`.
 
 Pure: text in, ParseResult out, never an exception. Metrics per device and port, labelled
 {device, port, link_layer}: `ib.port_active` (1 when the logical state is Active, else 0),
-and from ibstat `ib.rate` in GB/s (ibstat prints the link's data rate in Gb/s, e.g. 400 for
-NDR 4x; 400 Gb/s = 50 GB/s) and from ibv_devinfo `ib.active_mtu` in bytes. A port that is
-down is a measurement (the check judges it), not an invalid run; a tool error such as
-ibpanic or "Failed to get IB devices list" is.
+and from ibstat and sysfs `ib.rate` in GB/s (both give the link's data rate in Gb/s, e.g.
+400 for NDR 4x; 400 Gb/s = 50 GB/s) and from ibv_devinfo `ib.active_mtu` in bytes. A port
+that is down is a measurement (the check judges it), not an invalid run; a tool error such
+as ibpanic or "Failed to get IB devices list" is. `hcas()` is the same ibv_devinfo parse as
+records, for the configuration audit.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from harness.model import Metric
@@ -25,9 +28,10 @@ _DEVINFO_PORT = re.compile(r"^port:\s*(\d+)\s*$")
 _IBSTAT_ERRORS = re.compile(r"^ibpanic:|^ibwarn:|Failed|No such file|not found|No IB devices",
                             re.IGNORECASE)
 _DEVINFO_ERRORS = re.compile(r"Failed|No IB devices|not found|No such|error", re.IGNORECASE)
+_SYSFS_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec")
 
 
-def _port_metrics(device: str, port: str, info: dict[str, str]) -> list[Metric]:
+def port_metrics(device: str, port: str, info: dict[str, str]) -> list[Metric]:
     labels: dict[str, str | int] = {"device": device, "port": int(port),
                                     "link_layer": info.get("link_layer", "unknown")}
     state = info.get("state", "")
@@ -52,7 +56,7 @@ def _finish(kind: str, devices: dict[str, dict[str, Any]], errors: list[str],
     metrics: list[Metric] = []
     for name, dev in devices.items():
         for port, info in dev["ports"].items():
-            metrics += _port_metrics(name, port, info)
+            metrics += port_metrics(name, port, info)
     problems = []
     if errors:
         more = f" (and {len(errors) - 1} more error lines)" if len(errors) > 1 else ""
@@ -117,3 +121,49 @@ def parse_ibv_devinfo(text: str) -> ParseResult:
                 continue
             (port if port is not None else dev)[key.strip()] = value.strip()
     return _finish("ibv-devinfo", devices, errors, "not ibv_devinfo output (no hca_id found)")
+
+
+def sysfs_port(device: str, port: str, files: Mapping[str, str]) -> list[Metric]:
+    """Metrics of one port from its sysfs files (state '4: ACTIVE', rate '400 Gb/sec (4X NDR)',
+    link_layer 'InfiniBand'); a file that is missing or unreadable gives no metric."""
+    info: dict[str, str] = {}
+    if "state" in files:
+        info["state"] = sysfs_value(files["state"])
+    if m := _SYSFS_RATE.match(files.get("rate", "")):
+        info["rate"] = m.group(1)
+    if files.get("link_layer", "").strip():
+        info["link_layer"] = files["link_layer"].strip()
+    return port_metrics(device, port, info) if "state" in info else []
+
+
+def sysfs_value(text: str) -> str:
+    """'4: ACTIVE' -> 'ACTIVE', '5: LinkUp' -> 'LinkUp' (the kernel's 'code: name' files)."""
+    code, sep, name = text.strip().partition(":")
+    return name.strip() if sep and code.strip().isdigit() else text.strip()
+
+
+@dataclass(frozen=True)
+class Hca:
+    """One hca_id block of ibv_devinfo."""
+
+    name: str
+    fw_ver: str | None
+    board_id: str | None
+    vendor_part_id: str | None
+    ports: tuple[tuple[int, str, str], ...]  # (port, state, link_layer)
+
+
+def hcas(text: str) -> list[Hca]:
+    """ibv_devinfo's hca_id blocks as records, in natural device order (mlx5_2 before mlx5_10)."""
+    devices: dict[str, dict[str, Any]] = parse_ibv_devinfo(text).details.get("devices", {})
+    out = [Hca(name, d.get("fw_ver"), d.get("board_id"), d.get("vendor_part_id"),
+               tuple((int(p), i.get("state", "").split(" (")[0], i.get("link_layer", ""))
+                     for p, i in d["ports"].items()))
+           for name, d in devices.items()]
+    return sorted(out, key=lambda h: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", h.name)])
+
+
+def parse_ofed_info(text: str) -> str | None:
+    """`ofed_info -s` ('MLNX_OFED_LINUX-23.10-1.1.9.0:') -> '23.10-1.1.9.0'."""
+    m = re.search(r"OFED(?:_LINUX|-internal)?-([0-9][\w.\-]*?):?\s*$", text.strip())
+    return m.group(1) if m else None

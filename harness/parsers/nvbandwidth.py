@@ -3,13 +3,15 @@
 Pure: text in, ParseResult out, never an exception. nvbandwidth reports bytes/s * 1e-9, so
 its GB/s are 10^9 B/s; latency matrices are in ns and become us.
 
-Each matrix cell becomes `nvbandwidth.bw` (GB/s) or `nvbandwidth.lat` (us) labelled
-{test, src, dst}, nodes named `cpu` and `gpu<N>`. The arrow in the matrix title sets the
-direction: "A(row) -> B(column)" is row to column, "<-" column to row; for "<->" the
-direction the test name states (host_to_device / device_to_host), else row to column.
-Bidirectional tests print three matrices (Read1/Read2/Total, Write1/Write2/Total): their
-cells carry a `part` label. N/A cells (the diagonal, GPU pairs without peer access) give no
-metric. `nvbandwidth.sum` {test[, part]} comes from the SUM lines of bandwidth tests.
+Each bandwidth cell (GB/s), every metric labelled with the nvbandwidth `test` name:
+  gpu.h2d_bw {gpu}        host (cpu) to GPU N      gpu.d2h_bw {gpu}   GPU N to host
+  gpu.p2p_bw {src, dst}   GPU to GPU, gpu<N> names
+Latency cells (us): gpu.p2p_lat {src, dst} and gpu.host_lat {gpu}. The arrow in the matrix
+title sets the direction: "A(row) -> B(column)" is row to column, "<-" column to row; for
+"<->" the direction the test name states (host_to_device / device_to_host), else row to
+column. Bidirectional tests print three matrices (Read1/Read2/Total, Write1/Write2/Total):
+their cells carry a `part` label. N/A cells (the diagonal, GPU pairs without peer access)
+give no metric. `gpu.bw_sum` {test[, part]} comes from the SUM lines of bandwidth tests.
 A test that started but printed no complete matrix, "ERROR:" lines and CUDA/ASSERT errors
 make the run invalid; output cut off after the last complete test is fine.
 """
@@ -62,7 +64,7 @@ def _cell(tok: str) -> Optional[float]:
 
 
 def parse(text: str) -> ParseResult:
-    """nvbandwidth.bw / nvbandwidth.lat per cell, nvbandwidth.sum per bandwidth test."""
+    """gpu.h2d_bw / gpu.d2h_bw / gpu.p2p_bw (or latency) per cell, gpu.bw_sum per bandwidth test."""
     started: list[str] = []
     matrices: list[_Matrix] = []
     sums: dict[tuple[str, Optional[str]], float] = {}
@@ -140,6 +142,19 @@ def _direction(mat: _Matrix, test: str, r: int, c: int) -> tuple[str, str]:
     return row, col
 
 
+def cell_metric(test: str, part: Optional[str], src: str, dst: str, value: float, *,
+                latency: bool = False) -> Metric:
+    """One cell as gpu.h2d_bw / gpu.d2h_bw {gpu} or gpu.p2p_bw {src, dst} (latency: *_lat, us)."""
+    labels: dict[str, str | int] = {"test": test, **({"part": part} if part else {})}
+    if src == "cpu" or dst == "cpu":
+        labels["gpu"] = int((dst if src == "cpu" else src)[3:])
+        name = "gpu.host_lat" if latency else ("gpu.h2d_bw" if src == "cpu" else "gpu.d2h_bw")
+    else:
+        labels.update(src=src, dst=dst)
+        name = "gpu.p2p_lat" if latency else "gpu.p2p_bw"
+    return Metric(name, to_us(value, "ns") if latency else value, US if latency else GBPS, labels)
+
+
 def _matrix_problems(mat: _Matrix, test: str) -> list[str]:
     want_rows = 1 if mat.row_kind == "CPU" else len(mat.columns)
     if not mat.columns or len(mat.rows) < want_rows:
@@ -174,17 +189,11 @@ def _result(started: list[str], matrices: list[_Matrix], sums: dict[tuple[str, O
                     if src != dst:
                         missing.append(f"{test}: {src}->{dst}")
                     continue
-                labels: dict[str, str | int] = {"test": test, "src": src, "dst": dst}
-                if mat.part:
-                    labels["part"] = mat.part
-                if mat.unit == "ns":
-                    metrics.append(Metric("nvbandwidth.lat", to_us(value, "ns"), US, labels))
-                else:
-                    metrics.append(Metric("nvbandwidth.bw", value, GBPS, labels))
+                metrics.append(cell_metric(test, mat.part, src, dst, value, latency=mat.unit == "ns"))
     for (test, part), value in sums.items():
         if test not in latency_tests:
             labels = {"test": test, **({"part": part} if part else {})}
-            metrics.append(Metric("nvbandwidth.sum", value, GBPS, labels))
+            metrics.append(Metric("gpu.bw_sum", value, GBPS, labels))
     printed = {m.test for m in matrices}
     for test in started:
         if test not in printed:

@@ -7,6 +7,7 @@ port_xmit_discards, link_error_recovery, ...); perfquery's names are mapped onto
 as worth watching: it is included. Data and packet counters go to details. A legacy counter
 stuck at its maximum (15, 255, 65535 or 2^32-1 by counter) has saturated: its true count is
 unknown, and it is listed under `saturated` in details (widths per the IBA PortCounters).
+`hw_errors` picks the error counters among a port's driver hw_counters.
 """
 
 from __future__ import annotations
@@ -41,6 +42,16 @@ WIDTH_MAX = {
 _HEAD = re.compile(r"^#\s*Port (?:extended )?counters:\s*Lid\s+(\d+)\s+port\s+(\d+)")
 _OTHER_HEAD = re.compile(r"^#\s*Port\w* counters:|^#\s*\w+ counters:")
 _LINE = re.compile(r"^(\w+):\.*(\S+)\s*$")
+
+
+# Driver counters of /sys/class/infiniband/*/ports/*/hw_counters that count errors (mlx5:
+# local_ack_timeout_err, packet_seq_err, out_of_buffer, out_of_sequence, rx_icrc_encapsulated, ...).
+HW_ERROR = re.compile(r"err|out_of_buffer|out_of_sequence|timeout|icrc")
+
+
+def hw_errors(counters: Mapping[str, int]) -> dict[str, int]:
+    """The error counters among a port's hw_counters."""
+    return {k: v for k, v in counters.items() if HW_ERROR.search(k)}
 
 
 def error_metrics(counters: Mapping[str, int], labels: Mapping[str, LabelValue],

@@ -13,17 +13,26 @@ def parsers() -> dict[str, Parser]:
     """Every parse kind by name."""
     from harness.parsers import fio
 
-    return {"fio": fio.parse, **_interconnect_parsers(), **_gpu_parsers(), **_storage_parsers()}
+    return {"fio": fio.parse, **_interconnect_parsers(), **_network_parsers(), **_gpu_parsers(),
+            **_storage_parsers()}
 
 
 def _interconnect_parsers() -> dict[str, Parser]:
     """NCCL, RDMA, IB port state, copy bandwidth and topology outputs."""
-    from harness.parsers import cudasamples, ibports, nccl, nvbandwidth, perftest, portcounters, topo
+    from harness.parsers import cudasamples, ethtool, ibports, nccl, nvbandwidth, perftest, portcounters, topo
 
     return {"nccl": nccl.parse, "perftest": perftest.parse, "ibstat": ibports.parse_ibstat,
             "ibv-devinfo": ibports.parse_ibv_devinfo, "nvbandwidth": nvbandwidth.parse,
             "cuda-bandwidthtest": cudasamples.parse_bandwidthtest, "p2p": cudasamples.parse_p2p,
-            "nvidia-smi-topo": topo.parse, "perfquery": portcounters.parse_perfquery}
+            "nvidia-smi-topo": topo.parse, "perfquery": portcounters.parse_perfquery,
+            "ethtool-stats": ethtool.parse}
+
+
+def _network_parsers() -> dict[str, Parser]:
+    """TCP/UDP front-end network outputs."""
+    from harness.parsers import iperf3
+
+    return {"iperf3": iperf3.parse}
 
 
 def _storage_parsers() -> dict[str, Parser]:
@@ -35,7 +44,9 @@ def _storage_parsers() -> dict[str, Parser]:
 
 def _gpu_parsers() -> dict[str, Parser]:
     """GPU health and burn outputs: gpu_burn, dcgmi diag, nvidia-smi, kernel-log XIDs."""
-    from harness.parsers import burnlog, dcgm, gpuburn, nvsmi, nvsmi_csv, xid
+    from harness.parsers import burnlog, copylog, dcgm, gpuburn, nvsmi, nvsmi_csv, xid
 
     return {"gpu-burn": gpuburn.parse, "dcgmi-diag": dcgm.parse, "nvidia-smi-q": nvsmi.parse,
-            "nvidia-smi-csv": nvsmi_csv.parse, "xid": xid.parse, "builtin-burn": burnlog.parse}
+            "nvidia-smi-csv": nvsmi_csv.parse, "xid": xid.parse, "builtin-burn": burnlog.parse,
+            "builtin-copy": copylog.parse}
+

@@ -7,8 +7,9 @@ as printed (mlx5_0, NIC0, ...):
                                  NODE, SYS, NV#)
   topo.nic_rank {gpu, nic}       the nearest NIC of each GPU as a rank: 1 PIX, 2 PXB, 3 PHB,
                                  4 NODE, 5 SYS (so "max: 2" means a NIC at PIX or PXB)
-CPU and NUMA affinity per GPU go to details. Rows are TAB-separated as printed; outputs whose
-TABs became spaces are split on whitespace, which works while affinity cells are not empty.
+CPU and NUMA affinity per GPU, and the NIC legend (NIC0 -> mlx5_0), go to details. Rows are
+TAB-separated as printed (nvidia-smi puts two TABs before GPU NUMA ID); outputs whose TABs became
+spaces are split on whitespace, which works while affinity cells are not empty.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from harness.parsers.base import ParseResult, invalid
 from harness.units import COUNT
 
 KIND = "nvidia-smi-topo"
-RANK = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5}
+RANK = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5, "SOC": 5}  # SOC: old drivers' SYS
 _PATH = re.compile(r"^(X|PIX|PXB|PHB|NODE|SYS|NV\d+|SOC)$")
 _AFFINITY = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+_NIC_LEGEND = re.compile(r"^\s*(NIC\d+):\s*(\S+)\s*$")
 
 
 def _name(raw: str) -> str:
@@ -72,13 +74,17 @@ def parse(text: str) -> ParseResult:
             continue
         matrix[row] = dict(zip(devices, paths, strict=True))
         extra = values[len(devices):]
+        while len(extra) > len(affinity_cols) and "" in extra[1:]:  # nvidia-smi pads with a 2nd TAB
+            del extra[extra.index("", 1)]
         affinity[_name(row)] = {k: v for k, v in zip(affinity_cols, extra, strict=False) if v}
     missing = [d for d in devices if d not in matrix]
     if missing:
         problems.append(f"no matrix row for {', '.join(missing)} (output truncated)")
     metrics = _metrics(devices, matrix)
     details: dict[str, Any] = {"devices": [_name(d) for d in devices],
-                               "affinity": {k: v for k, v in affinity.items() if k.startswith("gpu")}}
+                               "affinity": {k: v for k, v in affinity.items() if k.startswith("gpu")},
+                               "nic_names": {m.group(1): m.group(2) for ln in lines[start:]
+                                             if (m := _NIC_LEGEND.match(ln))}}
     return ParseResult(KIND, not problems, tuple(problems), tuple(metrics), details)
 
 

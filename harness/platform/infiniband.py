@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 SYSFS = Path("/sys/class/infiniband")
+PORT_FILES = ("state", "phys_state", "rate", "link_layer")
+DEVICE_FILES = ("fw_ver", "hca_type", "board_id", "node_desc")
+
+
+@dataclass(frozen=True)
+class SysfsPort:
+    """One port's sysfs files as read: raw text of PORT_FILES, numeric counters and hw_counters."""
+
+    device: str
+    port: int
+    files: Mapping[str, str] = field(default_factory=dict)
+    counters: Mapping[str, int] = field(default_factory=dict)
+    hw_counters: Mapping[str, int] = field(default_factory=dict)
 
 
 def devices(root: Optional[Path] = None) -> list[str]:
@@ -16,30 +31,58 @@ def devices(root: Optional[Path] = None) -> list[str]:
         return []
 
 
+def _read(path: Path) -> Optional[str]:
+    try:
+        return path.read_text(errors="replace").strip()
+    except OSError:
+        return None
+
+
+def _numbers(directory: Path) -> dict[str, int]:
+    """Every file of `directory` holding a non-negative integer; others are left out."""
+    try:
+        files = sorted(directory.iterdir())
+    except OSError:
+        return {}
+    out = {}
+    for f in files:
+        text = _read(f)
+        if text is not None and text.isdigit():
+            out[f.name] = int(text)
+    return out
+
+
+def _port_dirs(root: Path, dev: str) -> list[Path]:
+    try:
+        return sorted((p for p in (root / dev / "ports").iterdir() if p.name.isdigit()),
+                      key=lambda p: int(p.name))
+    except OSError:
+        return []
+
+
 def port_counters(names: list[str], root: Optional[Path] = None) -> dict[tuple[str, int], dict[str, int]]:
     """The counters of every port of the named devices: {(device, port): {counter: value}}.
 
     Unreadable or non-numeric counter files are left out; a device without ports gives nothing.
     """
-    out: dict[tuple[str, int], dict[str, int]] = {}
+    base = root or SYSFS
+    return {(dev, int(port.name)): _numbers(port / "counters")
+            for dev in names for port in _port_dirs(base, dev)}
+
+
+def ports(names: list[str], root: Optional[Path] = None) -> list[SysfsPort]:
+    """Every port of the named devices with its state files, counters and hw_counters."""
+    base = root or SYSFS
+    out = []
     for dev in names:
-        ports = (root or SYSFS) / dev / "ports"
-        try:
-            port_dirs = sorted(p for p in ports.iterdir() if p.name.isdigit())
-        except OSError:
-            continue
-        for port in port_dirs:
-            values: dict[str, int] = {}
-            try:
-                files = sorted((port / "counters").iterdir())
-            except OSError:
-                files = []
-            for f in files:
-                try:
-                    text = f.read_text().strip()
-                except OSError:
-                    continue
-                if text.isdigit():
-                    values[f.name] = int(text)
-            out[(dev, int(port.name))] = values
+        for port in _port_dirs(base, dev):
+            files = {n: text for n in PORT_FILES if (text := _read(port / n)) is not None}
+            out.append(SysfsPort(dev, int(port.name), files, _numbers(port / "counters"),
+                                 _numbers(port / "hw_counters")))
     return out
+
+
+def device_facts(name: str, root: Optional[Path] = None) -> dict[str, str]:
+    """Firmware, HCA type, board id and node description of a device, where readable."""
+    base = (root or SYSFS) / name
+    return {n: text for n in DEVICE_FILES if (text := _read(base / n))}

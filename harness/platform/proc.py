@@ -32,6 +32,7 @@ INSTALL_HINTS: Mapping[str, str] = {
     "nvme": "apt-get install nvme-cli",
     "smartctl": "apt-get install smartmontools",
     "ibstat": "apt-get install infiniband-diags",
+    "ethtool": "apt-get install ethtool",
     "ip": "apt-get install iproute2",
 }
 

@@ -16,8 +16,9 @@ from harness.errors import ToolMissing
 from harness.facts import ABSENT, FACTS, Fact
 from harness.parsers import libs as lp
 from harness.parsers.hostfacts import running
+from harness.parsers.ibports import hcas as devinfo_hcas
+from harness.parsers.ibports import parse_ofed_info
 from harness.parsers.nvsmi import SmiLog, parse_smi_xml
-from harness.parsers.rdma import parse_ibv_devinfo, parse_ofed_info
 from harness.platform.facts import SYS, Tool, read
 
 NVIDIA = "0x10de"
@@ -209,7 +210,7 @@ def _hca_facts(tool: Tool) -> Iterator[Fact]:
     try:
         rc, out, _ = tool(["ibv_devinfo"])
         if rc == 0:
-            fw = {h.name: h.fw_ver for h in parse_ibv_devinfo(out)}
+            fw = {h.name: h.fw_ver for h in devinfo_hcas(out)}
     except ToolMissing:
         pass
     for hca in hcas:

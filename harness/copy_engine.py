@@ -1,0 +1,253 @@
+"""The builtin copy test: pinned host <-> GPU and GPU <-> GPU copy bandwidth, for nodes without nvbandwidth.
+
+Run as `python -m harness.copy_engine --size 536870912 --iterations 16` (the gpu_bandwidth
+check's `builtin` engine does; parsers/copylog reads its output). Backends: PyTorch or CuPy on
+GPUs (`auto` picks the first importable; neither is a hard dependency), NumPy on host memory
+(only when asked for, so tests run the same sizes, timing and arithmetic without a GPU).
+
+Each copy is an asynchronous memcpy on a copy engine: from page-locked host memory to a GPU
+and back, and between GPUs issued on the source GPU's stream; one GPU or one pair at a time.
+After a warm-up copy, `iterations` back-to-back copies are timed between two synchronisations:
+GB/s = bytes * iterations / seconds / 1e9. The tests carry the names of their nvbandwidth
+equivalents (host_to_device_memcpy_ce, device_to_host_memcpy_ce, device_to_device_memcpy_write_ce)
+so a profile's references apply. Output: one JSON object per line (start, one result per GPU
+or pair and test, error lines when a copy fails, done).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, Optional
+
+TESTS = {"h2d": "host_to_device_memcpy_ce", "d2h": "device_to_host_memcpy_ce",
+         "p2p": "device_to_device_memcpy_write_ce"}
+DEFAULT_SIZE = {"gpu": 512 * 2**20, "cpu": 8 * 2**20}  # nvbandwidth's default buffer: 512 MiB
+DEFAULT_ITERATIONS = 16
+_Copy = tuple[Callable[[], Any], Callable[[], Any]]  # copy(), sync()
+
+
+@dataclass(frozen=True)
+class CopyResult:
+    """One timed copy test: which way, how many bytes how often, how long, how fast."""
+
+    test: str
+    src: str  # "cpu" or "gpu<N>"
+    dst: str
+    bytes: int
+    iterations: int
+    seconds: float
+    gbps: float
+
+
+def gbps(nbytes: int, iterations: int, seconds: float) -> float:
+    """Bandwidth of `iterations` copies of `nbytes` in `seconds`, in GB/s (10^9 B/s)."""
+    return nbytes * iterations / seconds / 1e9 if seconds > 0 else 0.0
+
+
+def time_copies(copy: Callable[[], Any], sync: Callable[[], Any], iterations: int,
+                clock: Callable[[], float] = time.perf_counter) -> float:
+    """Seconds for `iterations` copies queued back to back, after one synchronised warm-up copy."""
+    copy()
+    sync()
+    t0 = clock()
+    for _ in range(iterations):
+        copy()
+    sync()
+    return clock() - t0
+
+
+def plan(devices: list[int], p2p: bool) -> list[tuple[str, str, str]]:
+    """(test, src, dst) for every GPU both ways, then every ordered GPU pair."""
+    out = [(TESTS["h2d"], "cpu", f"gpu{d}") for d in devices]
+    out += [(TESTS["d2h"], f"gpu{d}", "cpu") for d in devices]
+    if p2p:
+        out += [(TESTS["p2p"], f"gpu{a}", f"gpu{b}") for a in devices for b in devices if a != b]
+    return out
+
+
+def measure(backend: _Backend, test: str, src: str, dst: str, nbytes: int, iterations: int) -> CopyResult:
+    """Set up the buffers of one test on `backend` and time it. The engine's core."""
+    if test == TESTS["h2d"]:
+        copy, sync = backend.h2d(int(dst[3:]), nbytes)
+    elif test == TESTS["d2h"]:
+        copy, sync = backend.d2h(int(src[3:]), nbytes)
+    else:
+        copy, sync = backend.p2p(int(src[3:]), int(dst[3:]), nbytes)
+    seconds = time_copies(copy, sync, iterations)
+    backend.release()
+    return CopyResult(test, src, dst, nbytes, iterations, seconds, gbps(nbytes, iterations, seconds))
+
+
+class _Backend:
+    """NumPy on host memory: each 'GPU' is a host buffer (tests, no GPU needed)."""
+
+    name = "numpy"
+
+    def __init__(self, host_devices: int = 2) -> None:
+        import numpy
+
+        self.np = numpy
+        self.count = host_devices
+
+    def devices(self) -> list[int]:
+        return list(range(self.count))
+
+    def _pair(self, nbytes: int) -> tuple[Any, Any]:
+        a = self.np.full(nbytes, 7, dtype=self.np.uint8)
+        return a, self.np.empty_like(a)
+
+    def h2d(self, device: int, nbytes: int) -> _Copy:
+        host, dev = self._pair(nbytes)
+        return (lambda: self.np.copyto(dev, host)), (lambda: None)
+
+    def d2h(self, device: int, nbytes: int) -> _Copy:
+        dev, host = self._pair(nbytes)
+        return (lambda: self.np.copyto(host, dev)), (lambda: None)
+
+    def p2p(self, src: int, dst: int, nbytes: int) -> _Copy:
+        a, b = self._pair(nbytes)
+        return (lambda: self.np.copyto(b, a)), (lambda: None)
+
+    def release(self) -> None:
+        """Free what the last test allocated."""
+
+
+class _Torch(_Backend):
+    name = "torch"
+
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch
+
+    def devices(self) -> list[int]:
+        return list(range(self.torch.cuda.device_count()))
+
+    def _host(self, nbytes: int) -> Any:
+        return self.torch.full((nbytes,), 7, dtype=self.torch.uint8, pin_memory=True)
+
+    def _dev(self, device: int, nbytes: int) -> Any:
+        return self.torch.full((nbytes,), 7, dtype=self.torch.uint8, device=f"cuda:{device}")
+
+    def h2d(self, device: int, nbytes: int) -> _Copy:
+        host, dev = self._host(nbytes), self._dev(device, nbytes)
+        return (lambda: dev.copy_(host, non_blocking=True)), (lambda: self.torch.cuda.synchronize(device))
+
+    def d2h(self, device: int, nbytes: int) -> _Copy:
+        host, dev = self._host(nbytes), self._dev(device, nbytes)
+        return (lambda: host.copy_(dev, non_blocking=True)), (lambda: self.torch.cuda.synchronize(device))
+
+    def p2p(self, src: int, dst: int, nbytes: int) -> _Copy:
+        a, b = self._dev(src, nbytes), self._dev(dst, nbytes)
+
+        def sync() -> None:
+            self.torch.cuda.synchronize(src)
+            self.torch.cuda.synchronize(dst)
+
+        # PyTorch issues a cross-device copy on the source device's current stream
+        return (lambda: b.copy_(a, non_blocking=True)), sync
+
+    def release(self) -> None:
+        self.torch.cuda.empty_cache()
+
+
+class _Cupy(_Backend):
+    name = "cupy"
+
+    def __init__(self) -> None:
+        import cupy
+        import cupyx
+
+        self.cp, self.cpx = cupy, cupyx
+
+    def devices(self) -> list[int]:
+        return list(range(self.cp.cuda.runtime.getDeviceCount()))
+
+    def _on(self, device: int, nbytes: int) -> tuple[Any, Any]:
+        with self.cp.cuda.Device(device):
+            return self.cp.full(nbytes, 7, dtype=self.cp.uint8), self.cp.cuda.Stream(non_blocking=True)
+
+    def h2d(self, device: int, nbytes: int) -> _Copy:
+        host = self.cpx.empty_pinned((nbytes,), dtype="uint8")
+        dev, stream = self._on(device, nbytes)
+        return (lambda: dev.data.copy_from_host_async(host.ctypes.data, nbytes, stream)), stream.synchronize
+
+    def d2h(self, device: int, nbytes: int) -> _Copy:
+        host = self.cpx.empty_pinned((nbytes,), dtype="uint8")
+        dev, stream = self._on(device, nbytes)
+        return (lambda: dev.data.copy_to_host_async(host.ctypes.data, nbytes, stream)), stream.synchronize
+
+    def p2p(self, src: int, dst: int, nbytes: int) -> _Copy:
+        a, stream = self._on(src, nbytes)  # issued on the source GPU's stream
+        b, _ = self._on(dst, nbytes)
+
+        def copy() -> None:
+            with self.cp.cuda.Device(src):
+                b.data.copy_from_device_async(a.data, nbytes, stream)
+
+        return copy, stream.synchronize
+
+    def release(self) -> None:
+        self.cp.get_default_memory_pool().free_all_blocks()
+        self.cp.get_default_pinned_memory_pool().free_all_blocks()
+
+
+def backend(name: str, host_devices: int = 2) -> _Backend:
+    """The backend by name; `auto` is PyTorch, else CuPy (never the host). Raises ImportError."""
+    if name == "numpy":
+        return _Backend(host_devices)
+    tried = []
+    for cls in ((_Torch, _Cupy) if name == "auto" else ((_Torch,) if name == "torch" else (_Cupy,))):
+        try:
+            return cls()
+        except ImportError as e:
+            tried.append(f"{cls.name}: {e}")
+    raise ImportError("no GPU backend importable (" + "; ".join(tried) + "); pip install torch or cupy")
+
+
+def _emit(obj: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.copy_engine", description=__doc__)
+    ap.add_argument("--size", type=int, default=None, help="bytes per copy (default 512 MiB on GPUs)")
+    ap.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS)
+    ap.add_argument("--backend", choices=("auto", "torch", "cupy", "numpy"), default="auto")
+    ap.add_argument("--no-p2p", action="store_true", help="host copies only")
+    ap.add_argument("--host-devices", type=int, default=2,
+                    help="numpy backend: host buffers standing in for GPUs")
+    args = ap.parse_args(argv)
+    try:
+        be = backend(args.backend, args.host_devices)
+        devices = be.devices()
+    except Exception as e:  # import or driver failure: say so on the protocol, exit non-zero
+        _emit({"event": "error", "message": f"{type(e).__name__}: {e}"})
+        return 2
+    size = args.size or DEFAULT_SIZE["cpu" if be.name == "numpy" else "gpu"]
+    tests = plan(devices, not args.no_p2p)
+    _emit({"event": "start", "backend": be.name, "size": size, "iterations": args.iterations,
+           "devices": devices, "plan": [list(t) for t in tests]})
+    if not devices:
+        _emit({"event": "error", "message": f"{be.name} sees no device"})
+        return 2
+    failed = False
+    for test, src, dst in tests:
+        try:
+            _emit({"event": "result", **asdict(measure(be, test, src, dst, size, args.iterations))})
+        except Exception as e:  # one copy failing must not hide the others
+            failed = True
+            _emit({"event": "error", "test": test, "src": src, "dst": dst,
+                   "message": f"{type(e).__name__}: {e}"})
+    _emit({"event": "done"})
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
