@@ -18,6 +18,8 @@ from harness.units import (
     JOULE,
     MHZ,
     PERCENT,
+    RATIO,
+    SAMPLES_PER_S,
     SECONDS,
     TFLOPS,
     US,
@@ -163,6 +165,12 @@ METRICS: Mapping[str, MetricSpec] = {
     "md.disks_spare": MetricSpec(COUNT, N, "md spare members (S)"),
     "md.sync_pct": MetricSpec(PERCENT, N, "progress of an md resync/recovery/reshape/check"),
     "fio.persist_time": MetricSpec(SECONDS, L, "time to write and fsync a checkpoint (fio)"),
+    # data path (checks/data_path): can storage feed the GPUs?
+    "data_path.read_bw": MetricSpec(GBPS, H, "dataset read rate into (GPU) memory, label workers"),
+    "data_path.samples_per_s": MetricSpec(SAMPLES_PER_S, H, "samples (files) read per second, label workers"),
+    "data_path.saturation_workers": MetricSpec(COUNT, N, "fewest workers within tolerance of the best rate"),
+    "data_path.required_bw": MetricSpec(GBPS, N, "input rate the GPUs consume (params or profile)"),
+    "data_path.feed_ratio": MetricSpec(RATIO, H, "deliverable input rate / required input rate"),
     # config audit: the numeric facts of harness/facts.py, so baselines and fleets can use them
     "host.swap_bytes": MetricSpec(BYTES, N, "total swap space"),
     "host.shm_bytes": MetricSpec(BYTES, H, "size of /dev/shm (the container's, inside one)"),

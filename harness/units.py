@@ -18,10 +18,12 @@ JOULE = "J"
 SECONDS = "s"
 COUNT = "count"
 RATIO = "ratio"
+SAMPLES_PER_S = "samples/s"  # data_path: dataset samples (files) delivered per second
 GBITPS = "Gb/s"  # only for display of link rates; metrics use GB/s
 
 UNITS: frozenset[str] = frozenset(
-    {GBPS, US, WATT, CELSIUS, TFLOPS, BYTES, IOPS, MHZ, PERCENT, JOULE, SECONDS, COUNT, RATIO}
+    {GBPS, US, WATT, CELSIUS, TFLOPS, BYTES, IOPS, MHZ, PERCENT, JOULE, SECONDS, COUNT, RATIO,
+     SAMPLES_PER_S}
 )
 
 _TO_GBPS = {

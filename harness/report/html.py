@@ -377,6 +377,7 @@ def _environment(cache_parent: Path | None = None) -> Environment:
 
 def render_html(record: RunRecord, run_dir: Path | None) -> str:
     """The whole report as one self-contained HTML document."""
+    from harness.report.drives import drive_table
     from harness.report.trends import history_view
 
     checks = [_check_view(i, c, run_dir) for i, c in enumerate(record.checks)]
@@ -385,5 +386,5 @@ def render_html(record: RunRecord, run_dir: Path | None) -> str:
     return _environment(cache_parent).get_template("report.html.j2").render(
         record=record, verdict=record.verdict, counts=record.counts, checks=checks,
         inventory=inventory_view(record.inventory, record.host), tail_kib=TAIL_BYTES // 1024,
-        history=history_view(record),
+        history=history_view(record), drives=drive_table(record),
     )
