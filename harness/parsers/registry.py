@@ -14,7 +14,7 @@ def parsers() -> dict[str, Parser]:
     from harness.parsers import fio
 
     return {"fio": fio.parse, **_interconnect_parsers(), **_network_parsers(), **_gpu_parsers(),
-            **_storage_parsers()}
+            **_storage_parsers(), **_bmc_parsers()}
 
 
 def _interconnect_parsers() -> dict[str, Parser]:
@@ -50,3 +50,10 @@ def _gpu_parsers() -> dict[str, Parser]:
             "nvidia-smi-csv": nvsmi_csv.parse, "xid": xid.parse, "builtin-burn": burnlog.parse,
             "builtin-copy": copylog.parse}
 
+
+def _bmc_parsers() -> dict[str, Parser]:
+    """BMC power and PSU state: ipmitool and Redfish."""
+    from harness.parsers import ipmi, redfish
+
+    return {"ipmi-dcmi-power": ipmi.parse_dcmi, "ipmi-sdr": ipmi.parse_sdr,
+            "redfish-power": redfish.parse}
