@@ -2,7 +2,8 @@
 # GPU device check (issue 3): on a machine with a real NVIDIA GPU, exercise what the dev
 # machines cannot - NVML sampling, gpu_health, a burn with 10 Hz telemetry - and capture raw
 # tool output to turn into test data. Every step keeps its stdout, stderr and exit code under
-# $OUT and the script never stops on a failed step. About 3-4 minutes on an 8-GPU node.
+# $OUT and the script never stops on a failed step. About 3-4 minutes on an 8-GPU node, plus
+# POWER_S (default 120) seconds of power_headroom load.
 #
 #   prepare (a connected machine, repo root):  pip wheel -w wheels . && pip download -d wheels .
 #   run (the GPU machine, repo root):           OUT=/some/dir benchmarks/gpu_device_check.sh
@@ -66,6 +67,13 @@ else BURN=""; log "no PyTorch and no gpu_burn: the burn is left out"; fi
   echo "  - {id: inventory, kind: inventory}"
   echo "  - {id: gpu-health, kind: gpu_health}"
   [ -n "$BURN" ] && echo "  - {id: gpu-burn, kind: gpu_burn, params: ${BURN%\}}, telemetry_period: 0.1}}"
+  # power_headroom: a full-system load with NVML power (node power estimated: GPU + ALLOWANCE_W
+  # unless a local BMC answers); needs PyTorch for its bf16 burn, stress-ng for CPU/memory
+  if python -c "import torch" 2>/dev/null; then
+    command -v stress-ng >/dev/null && STRESS="" || STRESS=", cpu_workers: 0, vm_workers: 0"
+    echo "  - {id: power-headroom, kind: power_headroom, params: {duration: ${POWER_S:-120}, cooldown: 15,"
+    echo "     period: 0.5, allowance_w: ${ALLOWANCE_W:-1000}$STRESS}}"
+  fi
 } >"$OUT/suite.yaml"
 step harness-run python -m harness run "$OUT/suite.yaml" --output "$OUT/runs"
 RUN_DIR=$(ls -d "$OUT"/runs/*/ 2>/dev/null | head -n 1)

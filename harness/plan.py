@@ -97,6 +97,9 @@ def select_profile(inventory: Mapping[str, Any],
             matches.append(lp.profile.name)
     if not matches:
         return "generic", f"auto: found {found}; no profile lists that model and count; using generic"
+    # a profile that extends another match (dgx-h100 over h100-sxm-8x) refines it: chosen by name only
+    chains = {lp.profile.name: lp.chain for lp in candidates}
+    matches = [m for m in matches if not any(o in chains[m][1:] for o in matches)] or matches
     matches.sort()
     more = f" (also matched: {', '.join(matches[1:])})" if len(matches) > 1 else ""
     return matches[0], f"auto: found {found}; matches hardware of profile {matches[0]}{more}"

@@ -53,6 +53,9 @@ class FakeGpu:
     nvlinks: int = 18
     nvlinks_down: int = 0
     lost_after: int | None = None  # reads after which the GPU is gone
+    power_limit_w: float | None = 700.0  # enforced
+    default_limit_w: float | None = 700.0
+    thresholds: dict[int, float] = field(default_factory=lambda: {0: 92.0, 1: 87.0, 2: 95.0})  # C
     reads: int = 0
     t0: float = field(default_factory=time.monotonic)
 
@@ -69,7 +72,8 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
                   NVML_VOLATILE_ECC=0, NVML_AGGREGATE_ECC=1,
                   NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS=0,
                   NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR=1, NVML_FEATURE_ENABLED=1,
-                  NVML_NVLINK_MAX_LINKS=18)
+                  NVML_NVLINK_MAX_LINKS=18, NVML_TEMPERATURE_THRESHOLD_SHUTDOWN=0,
+                  NVML_TEMPERATURE_THRESHOLD_SLOWDOWN=1, NVML_TEMPERATURE_THRESHOLD_MEM_MAX=2)
     for k, v in consts.items():
         setattr(m, k, v)
 
@@ -132,6 +136,17 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
             raise NVMLError(NOT_SUPPORTED)
         return [int(g.ecc_mode), int(g.ecc_mode)]
 
+    def milliwatts(v: float | None) -> int:
+        if v is None:
+            raise NVMLError(NOT_SUPPORTED)
+        return int(v * 1000)
+
+    def threshold(h: int, which: int) -> int:
+        g = gpu(h)
+        if which not in g.thresholds:
+            raise NVMLError(NOT_SUPPORTED)
+        return int(g.thresholds[which])
+
     fns: dict[str, Callable[..., object]] = {
         "nvmlInit": init, "nvmlShutdown": lambda: None,
         "nvmlSystemGetDriverVersion": lambda: driver, "nvmlSystemGetCudaDriverVersion_v2": lambda: 12040,
@@ -157,6 +172,9 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
         "nvmlDeviceGetRetiredPages": retired,
         "nvmlDeviceGetRetiredPagesPendingStatus": lambda h: int(gpu(h).retired_pending),
         "nvmlDeviceGetRemappedRows": remapped, "nvmlDeviceGetNvLinkState": nvlink_state,
+        "nvmlDeviceGetEnforcedPowerLimit": lambda h: milliwatts(gpu(h).power_limit_w),
+        "nvmlDeviceGetPowerManagementDefaultLimit": lambda h: milliwatts(gpu(h).default_limit_w),
+        "nvmlDeviceGetTemperatureThreshold": threshold,
     }
     for name, fn in fns.items():
         setattr(m, name, fn)

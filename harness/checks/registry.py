@@ -27,6 +27,7 @@ MODULES: Mapping[str, str] = {
     "mdraid": "harness.checks.mdraid",
     "gpu_health": "harness.checks.gpu_health",
     "gpu_burn": "harness.checks.gpu_burn",
+    "power_headroom": "harness.checks.power_headroom",
     "data_path": "harness.checks.data_path",
     "topology": "harness.checks.topology",
     "iperf3": "harness.checks.iperf3",

@@ -141,6 +141,13 @@ class PsuHardware(Strict):
     redundancy: str = Field("N+1", pattern=r"^(N\+N|N\+\d+|\d+\+\d+|none)$")
     max_system_power_w: Optional[float] = Field(None, gt=0)
 
+    @model_validator(mode="after")
+    def _policy_fits(self) -> PsuHardware:
+        from harness.power import usable_psus
+
+        usable_psus(self.count, self.redundancy)  # ValueError: "4+2 redundancy does not fit 5 PSUs"
+        return self
+
 
 TOPO_PATH = r"^(PIX|PXB|PHB|NODE|SYS|NV\d+|NV#)$"
 

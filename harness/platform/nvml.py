@@ -2,7 +2,8 @@
 
 Without a driver, `gpu_inventory()` says NVML is not loadable and why; it never raises for that.
 `NvmlSession` keeps NVML open for repeated reads: `sample()` (telemetry, one frozen
-GpuSample per GPU) and `health()` (modes, ECC, retired pages, row remapping, PCIe, NVLink).
+GpuSample per GPU), `health()` (modes, ECC, retired pages, row remapping, PCIe, NVLink) and
+`limits()` (power limits, temperature thresholds).
 """
 
 from __future__ import annotations
@@ -134,6 +135,19 @@ class GpuHealth:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class GpuLimits:
+    """A GPU's power limits (W) and its own temperature thresholds (C); None where NVML has none."""
+
+    gpu: int
+    power_limit_w: float | None = None  # enforced power limit
+    default_limit_w: float | None = None  # the board's default power-management limit
+    slowdown_c: float | None = None  # GPU temperature at which the hardware slows down
+    shutdown_c: float | None = None
+    mem_max_c: float | None = None  # HBM temperature limit
+    error: str | None = None
+
+
 class NvmlSession:
     """An open NVML: init once, read many times (the sampler's 10 Hz needs that), shut down once."""
 
@@ -218,6 +232,29 @@ class NvmlSession:
             return None
         v = float(values[0].value.uiVal)
         return v if v > 0 else None
+
+    def limits(self) -> tuple[GpuLimits, ...]:
+        """Power limits and temperature thresholds of every GPU."""
+        return tuple(self._limits(i, h) for i, h in enumerate(self.handles))
+
+    def _limits(self, i: int, h: Any) -> GpuLimits:
+        nv, g = self._nv, self._get
+
+        def watts(fn: str) -> float | None:
+            mw = g(fn, h)
+            return None if mw is None else mw / 1000.0
+
+        def threshold(name: str, default: int) -> float | None:
+            return _f(g("nvmlDeviceGetTemperatureThreshold", h, getattr(nv, name, default)))
+
+        try:
+            return GpuLimits(gpu=i, power_limit_w=watts("nvmlDeviceGetEnforcedPowerLimit"),
+                             default_limit_w=watts("nvmlDeviceGetPowerManagementDefaultLimit"),
+                             slowdown_c=threshold("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN", 1),
+                             shutdown_c=threshold("NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", 0),
+                             mem_max_c=threshold("NVML_TEMPERATURE_THRESHOLD_MEM_MAX", 2))
+        except _Lost as e:
+            return GpuLimits(gpu=i, error=f"GPU is lost: {e}")
 
     def health(self) -> tuple[GpuHealth, ...]:
         """The health facts of every GPU."""

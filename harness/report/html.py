@@ -187,6 +187,7 @@ class CheckView:
     details: tuple[tuple[str, str], ...] = field(default_factory=tuple)
     audit: Any = None  # report.audit.AuditView of a config_audit check
     telemetry: Any = None  # Markup: report.telemetry_svg charts of the check's GPU telemetry
+    power: Any = None  # report.power_svg.PowerView of a power_headroom check
 
 
 def read_tail(path: Path, limit: int = TAIL_BYTES) -> tuple[str, int, int]:
@@ -245,10 +246,11 @@ def _check_view(i: int, c: CheckResult, run_dir: Path | None) -> CheckView:
                   and (audit is None or not shows_metric(m.name)))
     details = tuple((str(k), inv_cell(str(k), v)) for k, v in c.details.items()
                     if audit is None or k != "audit")
+    from harness.report.power_svg import power_view
     from harness.report.telemetry_svg import telemetry_figure
 
     return CheckView(f"check-{i}", c, tuple(_row(e, c.metrics) for e in evs), extra, runs,
-                     details, audit, telemetry_figure(c, run_dir))
+                     details, audit, telemetry_figure(c, run_dir), power_view(c, run_dir))
 
 
 # ---------------------------------------------------------------- inventory
