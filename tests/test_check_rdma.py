@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
 from harness.checks.rdma import KIND, RdmaParams, build_pair
-from harness.errors import SkipCheck, ToolError, ToolTimeout
+from harness.errors import HarnessError, SkipCheck, ToolError, ToolTimeout
 from harness.model import Outcome
 from harness.platform import infiniband
 
@@ -104,6 +104,16 @@ def test_no_rdma_device_skips(tmp_path, monkeypatch, make):
     monkeypatch.setattr(infiniband, "SYSFS", root)
     with pytest.raises(SkipCheck, match=f"no RDMA device: {root} is empty or missing"):
         KIND.run(params(), ctx_for(tmp_path))
+
+
+def test_no_rdma_device_is_an_error_when_the_profile_expects_hcas(tmp_path, monkeypatch):
+    root = tmp_path / "infiniband"
+    monkeypatch.setattr(infiniband, "SYSFS", root)
+    ctx = ctx_for(tmp_path)
+    ctx.hardware = {"hca_count": 8}
+    with pytest.raises(HarnessError, match=f"profile expects 8 RDMA devices .*found none in {root}") as e:
+        KIND.run(params(), ctx)
+    assert not isinstance(e.value, SkipCheck)
 
 
 # --- the real perftest, on this machine without RDMA devices ----------------------------

@@ -22,7 +22,7 @@ from pydantic import Field, field_validator, model_validator
 
 from harness import catalog, siblings
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
-from harness.errors import SkipCheck, ToolError, ToolTimeout
+from harness.errors import HarnessError, SkipCheck, ToolError, ToolTimeout
 from harness.model import Evaluation, Metric, ToolRun
 from harness.parsers import perftest, portcounters
 from harness.platform import infiniband, pair
@@ -198,6 +198,10 @@ def run(params: RdmaParams, ctx: CheckContext) -> CheckOutput:
     """Every HCA in turn; metrics labelled device, test, size (and qps for bandwidth)."""
     devices = params.devices or infiniband.devices()
     if not devices:
+        expected = ctx.hardware.get("hca_count")
+        if expected:
+            raise HarnessError(f"profile expects {expected} RDMA devices (hardware.hca_count), found none "
+                               f"in {infiniband.SYSFS}")
         raise SkipCheck(f"no RDMA device: {infiniband.SYSFS} is empty or missing "
                         "(no InfiniBand/RoCE adapter or driver)")
     metrics: list[Metric] = []
