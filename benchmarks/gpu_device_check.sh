@@ -25,6 +25,7 @@ step() {  # step NAME CMD...: output to raw/NAME.{out,err,rc}, bounded in time
 step nvidia-smi-L nvidia-smi -L
 step nvidia-smi-q nvidia-smi -q
 step nvidia-smi-q-x nvidia-smi -q -x
+step nvidia-smi-topo nvidia-smi topo -m
 step nvidia-smi-csv nvidia-smi --format=csv --query-gpu=index,name,temperature.gpu,power.draw,power.limit,\
 clocks.sm,clocks.max.sm,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,\
 clocks_event_reasons.active,ecc.errors.uncorrected.volatile.total
@@ -39,7 +40,8 @@ else export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}; log "no wheels in $WHEEL
 step harness-version python -c "import harness, pynvml; print(harness.__version__, pynvml.__file__)"
 
 # 3. the parsers on this machine's real output
-for k in nvidia-smi-q:nvidia-smi-q nvidia-smi-q:nvidia-smi-q-x nvidia-smi-csv:nvidia-smi-csv xid:dmesg-xid; do
+for k in nvidia-smi-q:nvidia-smi-q nvidia-smi-q:nvidia-smi-q-x nvidia-smi-csv:nvidia-smi-csv xid:dmesg-xid \
+         nvidia-smi-topo:nvidia-smi-topo; do
   step "parse-${k#*:}" python -m harness parse "${k%%:*}" "$OUT/raw/${k#*:}.out"
 done
 
@@ -67,6 +69,13 @@ else BURN=""; log "no PyTorch and no gpu_burn: the burn is left out"; fi
   echo "  - {id: inventory, kind: inventory}"
   echo "  - {id: gpu-health, kind: gpu_health}"
   [ -n "$BURN" ] && echo "  - {id: gpu-burn, kind: gpu_burn, params: ${BURN%\}}, telemetry_period: 0.1}}"
+  # interconnect and data path on the real GPU: topology (judged only where the profile states a
+  # shape), the builtin pinned-memory copy test (PyTorch/CuPy), nvbandwidth where installed, and
+  # a small data_path sweep that copies into GPU memory
+  echo "  - {id: topology, kind: topology}"
+  echo "  - {id: gpu-copy-builtin, kind: gpu_bandwidth, params: {engine: builtin}}"
+  command -v nvbandwidth >/dev/null && echo "  - {id: gpu-copy-nvbandwidth, kind: gpu_bandwidth, params: {engine: nvbandwidth}}"
+  echo "  - {id: data-path, kind: data_path, params: {total_size: 1G, workers: [1, 4], step_seconds: 3, per_gpu_gbps: 0.27}}"
   # power_headroom: a full-system load with NVML power (node power estimated: GPU + ALLOWANCE_W
   # unless a local BMC answers); needs PyTorch for its bf16 burn, stress-ng for CPU/memory
   if python -c "import torch" 2>/dev/null; then
