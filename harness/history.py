@@ -32,7 +32,7 @@ from harness.store import RunRow, Store, open_store
 ENV = "HARNESS_HISTORY"
 OFF = ("off", "none", "no", "false", "0")
 DEFAULT_NAME = "history.sqlite"
-KEY_METRICS = ("gpu_burn.tflops", "gpu.tflops", "nccl.busbw", "nccl.avg_busbw", "rdma.bw", "gpu.h2d_bw",
+KEY_METRICS = ("gpu_burn.tflops", "gpu.tflops", "nccl.busbw", "nccl.avg_busbw", "rdma.bw_avg", "gpu.h2d_bw",
                "gpu.d2h_bw", "gpu.p2p_bw", "fio.iops", "fio.bw", "power.headroom_pct", "nvme.percentage_used",
                "gpu.ecc_corrected", "gpu.retired_pages")
 MAX_SERIES, MAX_POINTS, MAX_EVENTS, LOAD_RUNS = 16, 12, 20, 60

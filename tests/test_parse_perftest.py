@@ -18,18 +18,19 @@ MIB = 1024 * 1024
 EXPECTED: dict[str, dict] = {
     "ib_read_bw_client_ib_mlx5_MB_per_sec_tabs.txt": {
         "valid": True, "labels": {"test": "ib_read_bw", "device": "mlx5_0", "qps": 1, "size": 65536},
-        "values": {("rdma.bw", None): 11708.31 * MIB / 1e9, ("rdma.bw_peak", None): 11709.18 * MIB / 1e9},
+        "values": {("rdma.bw_avg", None): 11708.31 * MIB / 1e9, ("rdma.bw_peak", None): 11709.18 * MIB / 1e9},
         "details": {"link_type": "IB", "mtu": "4096[B]", "connection": "RC"},
     },
     "ib_send_bw_roce_cpu_freq_warning_inside_table.txt": {
         "valid": True, "labels": {"test": "ib_send_bw", "device": "mlx5_0", "qps": 1, "size": 65536},
-        "values": {("rdma.bw", None): 11115.93 * MIB / 1e9, ("rdma.bw_peak", None): 11116.32 * MIB / 1e9},
+        "values": {("rdma.bw_avg", None): 11115.93 * MIB / 1e9, ("rdma.bw_peak", None): 11116.32 * MIB / 1e9},
         "details": {"link_type": "Ethernet", "mtu": "1024[B]"},
     },
     "ib_send_lat_server_side_ib_edr_mlx5_tabs.txt": {
         "valid": True, "labels": {"test": "ib_send_lat", "device": "mlx5_0", "qps": 1, "size": 2},
-        "values": {("rdma.lat", "min"): 0.96, ("rdma.lat", "max"): 3.45, ("rdma.lat", "typical"): 1.00,
-                   ("rdma.lat", "avg"): 1.01, ("rdma.lat", "p99"): 1.06, ("rdma.lat", "p999"): 3.45},
+        "values": {("rdma.lat_min", None): 0.96, ("rdma.lat_max", None): 3.45,
+                   ("rdma.lat_typical", None): 1.00, ("rdma.lat_avg", None): 1.01,
+                   ("rdma.lat_p99", None): 1.06, ("rdma.lat_p999", None): 3.45},
     },
     "ib_write_bw_client_connect_failure_messages_joined.txt": {
         "valid": False, "values": {},
@@ -41,12 +42,13 @@ EXPECTED: dict[str, dict] = {
     },
     "ib_write_bw_dgx_spark_cx7_roce_4qp_report_gbits_rdma_cm.txt": {
         "valid": True, "labels": {"test": "ib_write_bw", "device": "rocep1s0f1", "qps": 4, "size": 65536},
-        "values": {("rdma.bw", None): 111.71 / 8, ("rdma.bw_peak", None): 111.72 / 8},
+        "values": {("rdma.bw_avg", None): 111.71 / 8, ("rdma.bw_peak", None): 111.72 / 8},
     },
     "ib_write_lat_dgx_spark_cx7_roce_rdma_cm.txt": {
         "valid": True, "labels": {"test": "ib_write_lat", "device": "rocep1s0f1", "qps": 1, "size": 2},
-        "values": {("rdma.lat", "min"): 1.42, ("rdma.lat", "max"): 1.93, ("rdma.lat", "typical"): 1.47,
-                   ("rdma.lat", "avg"): 1.47, ("rdma.lat", "p99"): 1.57, ("rdma.lat", "p999"): 1.93},
+        "values": {("rdma.lat_min", None): 1.42, ("rdma.lat_max", None): 1.93,
+                   ("rdma.lat_typical", None): 1.47, ("rdma.lat_avg", None): 1.47,
+                   ("rdma.lat_p99", None): 1.57, ("rdma.lat_p999", None): 1.93},
     },
     "ib_write_bw_6.06_debian12_no_devices_stderr.txt": {
         "valid": False, "values": {},
@@ -66,14 +68,12 @@ def test_sample(path):
     assert result.kind == "perftest"
     assert result.valid is exp["valid"], result.problems
     assert list(result.problems) == exp.get("problems", [])
-    got = {(m.name, m.labels.get("stat")): m for m in result.metrics}
+    got = {(m.name, None): m for m in result.metrics}
     assert len(got) == len(result.metrics) == len(exp["values"])
     for key, value in exp["values"].items():
         assert got[key].value == pytest.approx(value, rel=1e-12)
-        assert got[key].unit == ("us" if key[0] == "rdma.lat" else "GB/s")
-        labels = dict(got[key].labels)
-        labels.pop("stat", None)
-        assert labels == exp["labels"]
+        assert got[key].unit == ("us" if key[0].startswith("rdma.lat_") else "GB/s")
+        assert dict(got[key].labels) == exp["labels"]
     for k, v in exp.get("details", {}).items():
         assert result.details[k] == v
 
@@ -90,7 +90,7 @@ def test_all_sizes_rows_each_become_metrics():
     row = " 65536      20000            111.72             111.71             0.213070"
     more = "\n".join([" 2          20000            0.11               0.10               6.512049", row])
     result = perftest.parse(text.replace(row, more))
-    sizes = sorted(m.labels["size"] for m in result.metrics if m.name == "rdma.bw")
+    sizes = sorted(m.labels["size"] for m in result.metrics if m.name == "rdma.bw_avg")
     assert sizes == [2, 65536] and result.valid
 
 

@@ -19,7 +19,7 @@ GPUS = SiblingRule("gpu.d2h_bw", ("gpu",), 0.10)
 
 def hca(device: str, value: float, **labels) -> Metric:
     labels = {"test": "ib_write_bw", "size": 65536, "device": device, **labels}
-    return Metric("rdma.bw", value, "GB/s", labels)
+    return Metric("rdma.bw_avg", value, "GB/s", labels)
 
 
 def test_real_h100_d2h_gpus_all_within_ten_percent():
@@ -56,8 +56,8 @@ def test_pcie_pairs_across_the_switch_pass_at_ten_but_not_at_three_percent():
 def test_groups_keep_other_labels_apart():
     ms = [hca("mlx5_0", 48), hca("mlx5_1", 47), hca("mlx5_2", 20),
           hca("mlx5_0", 10, size=2), hca("mlx5_1", 10, size=2), hca("mlx5_2", 10, size=2),
-          Metric("rdma.bw", 1.0, "GB/s", {"size": 65536})]  # no device label: not a sibling
-    rule = SiblingRule("rdma.bw", ("device",), 0.10)
+          Metric("rdma.bw_avg", 1.0, "GB/s", {"size": 65536})]  # no device label: not a sibling
+    rule = SiblingRule("rdma.bw_avg", ("device",), 0.10)
     assert [len(g) for g in groups(rule, ms)] == [3, 3]
     evs = judge(rule, ms)
     assert [(e.outcome, e.labels.get("device"), e.labels.get("size")) for e in evs] == [
@@ -73,7 +73,7 @@ def test_lower_is_better_flags_the_highest():
 
 
 def test_warn_severity_small_groups_and_zero_medians():
-    rule = SiblingRule("rdma.bw", ("device",), 0.10, severity="warn")
+    rule = SiblingRule("rdma.bw_avg", ("device",), 0.10, severity="warn")
     (ev,) = judge(rule, [hca("a", 50), hca("b", 50), hca("c", 10)])
     assert ev.outcome is Outcome.WARN and ev.severity == "warn"
     assert judge(rule, [hca("a", 50), hca("b", 10)]) == ()  # two are not enough to call one odd
@@ -83,4 +83,4 @@ def test_warn_severity_small_groups_and_zero_medians():
 @pytest.mark.parametrize("kw", [{"tolerance": 0}, {"tolerance": 1.5}, {"vary": ()}])
 def test_bad_rules_are_refused(kw):
     with pytest.raises(ValueError):
-        SiblingRule(**{"metric": "rdma.bw", "vary": ("device",), **kw})
+        SiblingRule(**{"metric": "rdma.bw_avg", "vary": ("device",), **kw})

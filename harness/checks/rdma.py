@@ -217,7 +217,7 @@ def run(params: RdmaParams, ctx: CheckContext) -> CheckOutput:
     metrics += counters
     evaluations: tuple[Evaluation, ...] = ()
     if params.sibling_tolerance is not None and params.is_bw:
-        rule = siblings.SiblingRule("rdma.bw", ("device",), params.sibling_tolerance)
+        rule = siblings.SiblingRule("rdma.bw_avg", ("device",), params.sibling_tolerance)
         evaluations = siblings.judge(rule, metrics)
     details = {"devices": devices, "mode": f"peer {params.peer}" if params.peer else "loopback",
                "saturated_counters": saturated,
@@ -243,12 +243,12 @@ def _counter_deltas(before: Counters, after: Counters) -> tuple[list[Metric], di
 
 
 def _summary(metrics: Sequence[Metric]) -> str:
-    bw = [m for m in metrics if m.name == "rdma.bw"]
+    bw = [m for m in metrics if m.name == "rdma.bw_avg"]
     if bw:
         worst = min(bw, key=lambda m: m.value)
         return (f"{len({m.labels.get('device') for m in bw})} HCA(s); lowest {worst.value:.2f} GB/s "
                 f"({worst.value * 8:.0f} Gb/s) on {worst.labels.get('device')}")
-    lat = [m for m in metrics if m.name == "rdma.lat" and m.labels.get("stat") == "avg"]
+    lat = [m for m in metrics if m.name == "rdma.lat_avg"]
     if lat:
         worst = max(lat, key=lambda m: m.value)
         return f"highest average latency {worst.value:.2f} us on {worst.labels.get('device')}"
@@ -259,7 +259,8 @@ KIND = CheckKind(
     name="rdma",
     description="RDMA bandwidth/latency per HCA with perftest (loopback or against a peer)",
     params=RdmaParams,
-    metrics=catalog.subset(["rdma.bw", "rdma.bw_peak", "rdma.lat", "ib.error_delta"]),
+    metrics=catalog.subset(["rdma.bw_avg", "rdma.bw_peak", "ib.error_delta",
+                            *(f"rdma.lat_{s}" for s in perftest.LAT_STATS.values())]),
     run=run,
     plan=plan,
 )

@@ -5,8 +5,8 @@ Pure: text in, ParseResult out, never an exception. Units, as perftest computes 
 "Gb/sec" (--report_gbits) is 10^9 bits per second (bytes / 125000000); both become GB/s
 (10^9 B/s). Latency columns are in usec.
 
-Bandwidth tools give `rdma.bw` (BW average) and `rdma.bw_peak`; latency tools give
-`rdma.lat` with a `stat` label (min, max, typical, avg, p99, p999). Labels: test, size
+Bandwidth tools give `rdma.bw_avg` (BW average) and `rdma.bw_peak`; latency tools give
+`rdma.lat_min`, `_max`, `_typical`, `_avg`, `_p99` and `_p999`. Labels: test, size
 (bytes), device and qps when the header names them. Warnings inside the table (e.g.
 "Conflicting CPU frequency values") are skipped; connection failures, completion errors
 and "no devices" messages make the run invalid.
@@ -54,7 +54,7 @@ def test_name(title_verb: str, kind: str) -> str:
 
 
 def parse(text: str, test: Optional[str] = None) -> ParseResult:
-    """rdma.bw / rdma.bw_peak (GB/s) or rdma.lat{stat} (us) per message size."""
+    """rdma.bw_avg / rdma.bw_peak (GB/s) or rdma.lat_* (us) per message size."""
     fields: dict[str, str] = {}
     failures: list[str] = []
     metrics: list[Metric] = []
@@ -119,9 +119,9 @@ def _row(line: str, bw_unit: Optional[str], lat_cols: list[str],
     if bw_unit is not None:
         if len(nums) < 2:
             return []
-        return [Metric("rdma.bw", to_gbps(nums[1], bw_unit), GBPS, lab),
+        return [Metric("rdma.bw_avg", to_gbps(nums[1], bw_unit), GBPS, lab),
                 Metric("rdma.bw_peak", to_gbps(nums[0], bw_unit), GBPS, lab)]
     if len(nums) < len(lat_cols):
         return []
-    return [Metric("rdma.lat", v, US, {**lab, "stat": LAT_STATS[col]})
+    return [Metric(f"rdma.lat_{LAT_STATS[col]}", v, US, lab)
             for col, v in zip(lat_cols, nums[:len(lat_cols)], strict=True) if col in LAT_STATS]
