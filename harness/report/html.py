@@ -246,11 +246,15 @@ def _check_view(i: int, c: CheckResult, run_dir: Path | None) -> CheckView:
                   and (audit is None or not shows_metric(m.name)))
     details = tuple((str(k), inv_cell(str(k), v)) for k, v in c.details.items()
                     if audit is None or k != "audit")
-    from harness.report.power_svg import power_view
     from harness.report.telemetry_svg import telemetry_figure
 
+    power = None
+    if c.kind == "power_headroom":  # its chart module is only imported where it is drawn
+        from harness.report.power_svg import power_view
+
+        power = power_view(c, run_dir)
     return CheckView(f"check-{i}", c, tuple(_row(e, c.metrics) for e in evs), extra, runs,
-                     details, audit, telemetry_figure(c, run_dir), power_view(c, run_dir))
+                     details, audit, telemetry_figure(c, run_dir), power)
 
 
 # ---------------------------------------------------------------- inventory
