@@ -12,13 +12,14 @@ element; an iteration that differs counts as one error. Output: one JSON object 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from harness.engine_io import choose_backend, emit
 
 DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp64")
 _Ops = tuple[Callable[[], Any], Callable[[Any, Any], bool]]  # multiply(), differs(product, first)
@@ -130,20 +131,7 @@ class _Cupy(_Backend):
 
 def backend(name: str) -> _Backend:
     """The backend by name; `auto` is PyTorch, else CuPy (never the CPU). Raises ImportError."""
-    if name == "numpy":
-        return _Backend()
-    tried = []
-    for cls in ((_Torch, _Cupy) if name == "auto" else ((_Torch,) if name == "torch" else (_Cupy,))):
-        try:
-            return cls()
-        except ImportError as e:
-            tried.append(f"{cls.name}: {e}")
-    raise ImportError("no GPU backend importable (" + "; ".join(tried) + "); pip install torch or cupy")
-
-
-def _emit(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
+    return choose_backend(name, (_Torch, _Cupy), _Backend)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,12 +145,12 @@ def main(argv: list[str] | None = None) -> int:
         be = backend(args.backend)
         devices = be.devices()
     except Exception as e:  # import or driver failure: say so on the protocol, exit non-zero
-        _emit({"event": "error", "gpu": None, "message": f"{type(e).__name__}: {e}"})
+        emit({"event": "error", "gpu": None, "message": f"{type(e).__name__}: {e}"})
         return 2
     size = args.size or DEFAULT_SIZE["cpu" if be.name == "numpy" else "gpu"]
-    _emit({"event": "start", "backend": be.name, "dtype": args.dtype, "size": size, "devices": devices})
+    emit({"event": "start", "backend": be.name, "dtype": args.dtype, "size": size, "devices": devices})
     if not devices:
-        _emit({"event": "error", "gpu": None, "message": f"{be.name} sees no device"})
+        emit({"event": "error", "gpu": None, "message": f"{be.name} sees no device"})
         return 2
     deadline = time.monotonic() + args.seconds
     results: dict[int, DeviceResult | str] = {}
@@ -183,11 +171,11 @@ def main(argv: list[str] | None = None) -> int:
     for d in devices:
         r = results.get(d, "no result")
         if isinstance(r, DeviceResult):
-            _emit({"event": "result", **asdict(r)})
+            emit({"event": "result", **asdict(r)})
         else:
             failed = True
-            _emit({"event": "error", "gpu": d, "message": r})
-    _emit({"event": "done"})
+            emit({"event": "error", "gpu": d, "message": r})
+    emit({"event": "done"})
     return 1 if failed else 0
 
 

@@ -17,12 +17,13 @@ or pair and test, error lines when a copy fails, done).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
+
+from harness.engine_io import choose_backend, emit
 
 TESTS = {"h2d": "host_to_device_memcpy_ce", "d2h": "device_to_host_memcpy_ce",
          "p2p": "device_to_device_memcpy_write_ce"}
@@ -199,20 +200,7 @@ class _Cupy(_Backend):
 
 def backend(name: str, host_devices: int = 2) -> _Backend:
     """The backend by name; `auto` is PyTorch, else CuPy (never the host). Raises ImportError."""
-    if name == "numpy":
-        return _Backend(host_devices)
-    tried = []
-    for cls in ((_Torch, _Cupy) if name == "auto" else ((_Torch,) if name == "torch" else (_Cupy,))):
-        try:
-            return cls()
-        except ImportError as e:
-            tried.append(f"{cls.name}: {e}")
-    raise ImportError("no GPU backend importable (" + "; ".join(tried) + "); pip install torch or cupy")
-
-
-def _emit(obj: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
+    return choose_backend(name, (_Torch, _Cupy), lambda: _Backend(host_devices))
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -228,24 +216,24 @@ def main(argv: Optional[list[str]] = None) -> int:
         be = backend(args.backend, args.host_devices)
         devices = be.devices()
     except Exception as e:  # import or driver failure: say so on the protocol, exit non-zero
-        _emit({"event": "error", "message": f"{type(e).__name__}: {e}"})
+        emit({"event": "error", "message": f"{type(e).__name__}: {e}"})
         return 2
     size = args.size or DEFAULT_SIZE["cpu" if be.name == "numpy" else "gpu"]
     tests = plan(devices, not args.no_p2p)
-    _emit({"event": "start", "backend": be.name, "size": size, "iterations": args.iterations,
+    emit({"event": "start", "backend": be.name, "size": size, "iterations": args.iterations,
            "devices": devices, "plan": [list(t) for t in tests]})
     if not devices:
-        _emit({"event": "error", "message": f"{be.name} sees no device"})
+        emit({"event": "error", "message": f"{be.name} sees no device"})
         return 2
     failed = False
     for test, src, dst in tests:
         try:
-            _emit({"event": "result", **asdict(measure(be, test, src, dst, size, args.iterations))})
+            emit({"event": "result", **asdict(measure(be, test, src, dst, size, args.iterations))})
         except Exception as e:  # one copy failing must not hide the others
             failed = True
-            _emit({"event": "error", "test": test, "src": src, "dst": dst,
+            emit({"event": "error", "test": test, "src": src, "dst": dst,
                    "message": f"{type(e).__name__}: {e}"})
-    _emit({"event": "done"})
+    emit({"event": "done"})
     return 1 if failed else 0
 
 

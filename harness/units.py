@@ -71,3 +71,17 @@ def parse_size(text: str | int) -> int:
         return int(float(num) * _TO_BYTES[norm])
     except KeyError:
         raise ValueError(f"unknown size suffix in {text!r}") from None
+
+
+def check_size(v: str | int | None) -> str | int | None:
+    """v unchanged when it is None or a positive size ('64k', '4M', 2097152); else ValueError
+    (for pydantic field validators: the value keeps the user's spelling)."""
+    if v is None:
+        return v
+    try:
+        n = parse_size(v)
+    except ValueError:
+        raise ValueError(f"not a size: {v!r} (use e.g. 64k, 4M or 2G)") from None
+    if n <= 0:
+        raise ValueError(f"size must be positive, got {v!r}")
+    return v

@@ -31,7 +31,7 @@ from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, Pl
 from harness.errors import ToolError, ToolTimeout
 from harness.model import Metric
 from harness.platform import scratch, storage
-from harness.units import COUNT, GBPS, RATIO, SAMPLES_PER_S, parse_size
+from harness.units import COUNT, GBPS, RATIO, SAMPLES_PER_S, check_size, parse_size
 
 WORKER = "harness.data_path_worker"
 SCRATCH = "<scratch>"
@@ -39,18 +39,6 @@ DEFAULT_TOTAL = "2G"
 FREE_MARGIN = 1.1  # the target must have this much more free space than the set needs
 STEP_SLACK_S = 3.0  # interpreter start, scan, cache drop and allocation per step
 GEN_GBPS_GUESS = 0.5  # for the progress estimate only
-
-
-def _size(v: Union[str, int, None]) -> Union[str, int, None]:
-    if v is None:
-        return v
-    try:
-        n = parse_size(v)
-    except ValueError:
-        raise ValueError(f"not a size: {v!r} (use e.g. 64k, 4M or 2G)") from None
-    if n <= 0:
-        raise ValueError(f"size must be positive, got {v!r}")
-    return v
 
 
 class DataPathParams(Params):
@@ -91,7 +79,7 @@ class DataPathParams(Params):
     @field_validator("total_size", "record_size", "record_max", "buffer_size", "sample_size")
     @classmethod
     def _valid_size(cls, v: Union[str, int, None]) -> Union[str, int, None]:
-        return _size(v)
+        return check_size(v)
 
     @field_validator("workers")
     @classmethod

@@ -19,23 +19,11 @@ from typing import Any, Literal, Optional, Union
 from pydantic import Field, field_validator
 
 from harness.checks.base import Params
-from harness.units import parse_size
+from harness.units import check_size
 
 Preset = Literal["checkpoint", "small-files", "dataloader"]
 NAMES: tuple[str, ...] = ("checkpoint", "small-files", "dataloader")
 CHECKPOINT_CAP_S = 3600  # fio stops a checkpoint that has not persisted within this
-
-
-def _size(v: Union[str, int, None]) -> Union[str, int, None]:
-    if v is None:
-        return v
-    try:
-        n = parse_size(v)
-    except ValueError:
-        raise ValueError(f"not a size: {v!r} (use e.g. 64k, 1M or 2G)") from None
-    if n <= 0:
-        raise ValueError(f"size must be positive, got {v!r}")
-    return v
 
 
 class PresetOptions(Params):
@@ -58,7 +46,7 @@ class PresetOptions(Params):
     @field_validator("checkpoint_size", "file_size", "record_size", "record_max", "data_size")
     @classmethod
     def _valid_size(cls, v: Union[str, int, None]) -> Union[str, int, None]:
-        return _size(v)
+        return check_size(v)
 
 
 def jobs(preset: str, opts: PresetOptions, gpus: int) -> list[dict[str, Any]]:
