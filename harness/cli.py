@@ -16,8 +16,9 @@ import click
 EXIT_OK, EXIT_REJECTED, EXIT_INVALID = 0, 1, 2
 
 
-def _ids(value: str | None) -> tuple[str, ...]:
-    return tuple(v.strip() for v in (value or "").split(",") if v.strip())
+def _ids(values: tuple[str, ...]) -> tuple[str, ...]:
+    """Check ids from every --only/--skip given, each comma-separated."""
+    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -31,8 +32,8 @@ def cli() -> None:
 @click.option("--profile", "-p", help="profile name or file (default: chosen from the hardware)")
 @click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path),
               default=Path("reports"), show_default=True, help="directory for run directories")
-@click.option("--only", help="comma-separated check ids to run")
-@click.option("--skip", help="comma-separated check ids to leave out")
+@click.option("--only", multiple=True, help="comma-separated check ids to run (repeatable)")
+@click.option("--skip", multiple=True, help="comma-separated check ids to leave out (repeatable)")
 @click.option("--dry-run", is_flag=True, help="print the plan (commands, expectations); run nothing")
 @click.option("--allow-destructive", is_flag=True,
               help="command-line half of the opt-in for raw-device writes")
@@ -43,7 +44,7 @@ def cli() -> None:
                    "'off' records nothing)")
 @click.option("--quiet", "-q", is_flag=True,
               help="print one line (verdict, failures, report) for a Slurm prolog or HealthCheckProgram")
-def run(suite: str | None, profile: str | None, output: Path, only: str | None, skip: str | None,
+def run(suite: str | None, profile: str | None, output: Path, only: tuple[str, ...], skip: tuple[str, ...],
         dry_run: bool, allow_destructive: bool, resume: Path | None, history: Path | None,
         quiet: bool) -> None:
     """Run SUITE (default: smoke) and write a report."""

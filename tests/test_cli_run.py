@@ -109,6 +109,11 @@ def test_only_and_skip(tmp_path: Path, quick):
     assert r.returncode == 2 and "unknown check id(s) nope" in r.stderr and "has: inventory, fio" in r.stderr
     r = harness("run", str(suite), "--skip", "inventory,fio", "--output", str(out))
     assert r.returncode == 2 and "left no check" in r.stderr
+    # repeated options add up (the last one used to win silently)
+    r = harness("run", str(suite), "--skip", "inventory", "--skip", "fio", "--output", str(out))
+    assert r.returncode == 2 and "left no check" in r.stderr
+    r = harness("run", str(suite), "--only", "inventory", "--only", "nope", "--output", str(out))
+    assert r.returncode == 2 and "unknown check id(s) nope" in r.stderr
 
 
 def test_invalid_inputs_exit_2_with_file_line(tmp_path: Path):
