@@ -145,7 +145,9 @@ def test_every_sysfs_device_is_measured_and_compared(tmp_path, monkeypatch):
     log = tmp_path / "perftest.log"
     write_fake(tmp_path / "bin" / "ib_write_bw", GBITS, log=log)
     ctx = ctx_for(tmp_path)
-    out = KIND.run(params(bin_dir=str(tmp_path / "bin"), port=free_port()), ctx)
+    # ready_s: the stand-in servers are Python scripts, slow to listen on a loaded machine (the
+    # wait ends as soon as each listens)
+    out = KIND.run(params(bin_dir=str(tmp_path / "bin"), port=free_port(), ready_s=60), ctx)
     assert out.problems == ()
     bw = {m.labels["device"]: m.value for m in out.metrics if m.name == "rdma.bw_avg"}
     assert bw == pytest.approx({"mlx5_0": 111.71 / 8, "mlx5_1": 111.71 / 8, "mlx5_2": 111.71 / 8})
