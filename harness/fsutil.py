@@ -62,3 +62,11 @@ def why_not(e: OSError) -> str:
 def atomic_write_json(path: Path, obj: Any, *, durable: bool = True) -> None:
     text = json.dumps(obj, indent=1, sort_keys=False, allow_nan=False) + "\n"
     atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
+
+
+def inside(root: Path, rel: str) -> Path | None:
+    """root/rel resolved, or None when it leads outside root (a path recorded in results.json is
+    data: a report must not read files elsewhere through it)."""
+    base = root.resolve()
+    path = (base / rel).resolve()
+    return path if path.is_relative_to(base) else None

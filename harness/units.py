@@ -5,6 +5,8 @@ Bandwidth GB/s (10^9 B/s), latency us, power W, temperature C, compute TFLOPS, s
 
 from __future__ import annotations
 
+from typing import overload
+
 GBPS = "GB/s"
 US = "us"
 WATT = "W"
@@ -73,6 +75,10 @@ def parse_size(text: str | int) -> int:
         raise ValueError(f"unknown size suffix in {text!r}") from None
 
 
+@overload
+def check_size(v: None) -> None: ...
+@overload
+def check_size(v: str | int) -> str | int: ...
 def check_size(v: str | int | None) -> str | int | None:
     """v unchanged when it is None or a positive size ('64k', '4M', 2097152); else ValueError
     (for pydantic field validators: the value keeps the user's spelling)."""
@@ -81,7 +87,7 @@ def check_size(v: str | int | None) -> str | int | None:
     try:
         n = parse_size(v)
     except ValueError:
-        raise ValueError(f"not a size: {v!r} (use e.g. 64k, 4M or 2G)") from None
+        raise ValueError(f"not a size: {v!r} (use e.g. 4k, 1M, 16G or a number of bytes)") from None
     if n <= 0:
         raise ValueError(f"size must be positive, got {v!r}")
     return v

@@ -2,44 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from faulthelp import HANG, alive
 
 from harness.errors import ToolMissing
 from harness.platform import proc
-
-# A tool that starts a child which ignores SIGTERM, and a double-forked grandchild, then hangs.
-HANG = r"""
-import os, signal, sys, time
-d = sys.argv[1]
-if os.fork() == 0:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    open(os.path.join(d, "child.pid"), "w").write(str(os.getpid()))
-    time.sleep(300); os._exit(0)
-if os.fork() == 0:
-    if os.fork() == 0:
-        open(os.path.join(d, "grandchild.pid"), "w").write(str(os.getpid()))
-        time.sleep(300); os._exit(0)
-    os._exit(0)
-print("started", flush=True)
-time.sleep(300)
-"""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie is dead for our purpose
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
-        return False
 
 
 def test_timeout_kills_the_whole_group(tmp_path: Path):
@@ -51,9 +22,9 @@ def test_timeout_kills_the_whole_group(tmp_path: Path):
     for name in ("child.pid", "grandchild.pid"):
         pid = int((tmp_path / name).read_text())
         deadline = time.monotonic() + 2
-        while _alive(pid) and time.monotonic() < deadline:
+        while alive(pid) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _alive(pid), f"{name} survived"
+        assert not alive(pid), f"{name} survived"
 
 
 def test_exit_status_and_output_files(tmp_path: Path):

@@ -25,7 +25,7 @@ from harness.errors import GuardRefusal, ToolError
 from harness.model import Metric
 from harness.parsers import fio as fio_parser
 from harness.platform import blockdev, scratch, storage
-from harness.units import SECONDS, parse_size
+from harness.units import SECONDS, check_size, parse_size
 
 RwMode = Literal["read", "write", "randread", "randwrite", "rw", "readwrite", "randrw",
                  "trim", "randtrim", "trimwrite"]
@@ -40,16 +40,6 @@ TMPDIR = "<tmpdir>"
 OUTPUT_NAME = "fio.json"
 DESTRUCTIVE_HINT = ("raw-device writes need `destructive: true` in the suite and "
                     "--allow-destructive on the command line")
-
-
-def _size(v: Union[str, int]) -> Union[str, int]:
-    try:
-        n = parse_size(v)
-    except ValueError:
-        raise ValueError(f"not a size: {v!r} (use e.g. 4k, 1M, 256M or a number of bytes)") from None
-    if n <= 0:
-        raise ValueError(f"size must be positive, got {v!r}")
-    return v
 
 
 class FioJob(Params):
@@ -80,7 +70,7 @@ class FioJob(Params):
     @field_validator("bs", "size", "bs_max", "filesize")
     @classmethod
     def _valid_size(cls, v: Optional[Union[str, int]]) -> Optional[Union[str, int]]:
-        return None if v is None else _size(v)
+        return check_size(v)
 
     @model_validator(mode="after")
     def _mix_only_for_mixed(self) -> FioJob:

@@ -26,7 +26,7 @@ from harness.checks import counterwindow as cw
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, PlannedCommand
 from harness.compare import Rule, evaluate
 from harness.config.models import Expectation
-from harness.errors import HarnessError, SkipCheck
+from harness.errors import HarnessError
 from harness.model import Evaluation, LabelValue, Metric
 from harness.parsers import ibports, portcounters
 from harness.platform import infiniband
@@ -96,13 +96,7 @@ def plan(params: IbPortsParams, inventory: Mapping[str, Any]) -> Sequence[Planne
 def run(params: IbPortsParams, ctx: CheckContext) -> CheckOutput:
     """Read the ports, wait the window, read again; metrics from the second reading."""
     root = _root(params)
-    found = infiniband.devices(root)
-    if not found:
-        expected = ctx.hardware.get("hca_count")
-        if expected:
-            raise HarnessError(f"profile expects {expected} RDMA devices (hardware.hca_count), found none "
-                               f"in {root}")
-        raise SkipCheck(f"no RDMA device: {root} is empty or missing (no InfiniBand/RoCE adapter or driver)")
+    found = infiniband.require_devices(ctx.hardware, root)
     first = infiniband.ports(found, root)
     problems = [f"{p}: no such RDMA device or port in {root} (found: {', '.join(found)})"
                 for p in cw.unmatched(params.devices, [*found, *(_key(p) for p in first)])]

@@ -24,7 +24,7 @@ from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, Pl
 from harness.errors import ToolError
 from harness.model import Metric
 from harness.parsers import nccl as nccl_parser
-from harness.units import parse_size
+from harness.units import check_size, parse_size
 
 Op = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv", "broadcast",
              "reduce", "gather", "scatter", "hypercube"]
@@ -32,16 +32,6 @@ DEFAULT_OPS: tuple[Op, ...] = ("all_reduce",)
 PLACEHOLDERS = ("{nranks}", "{gpus_per_rank}")
 _BRACES = re.compile(r"\{[^{}]*\}|[{}]")
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
-
-
-def _size(v: Union[int, str]) -> Union[int, str]:
-    try:
-        n = parse_size(v)
-    except ValueError:
-        raise ValueError(f"not a size: {v!r} (use e.g. 8, 1M, 16G or a number of bytes)") from None
-    if n <= 0:
-        raise ValueError(f"size must be positive, got {v!r}")
-    return v
 
 
 class NcclParams(Params):
@@ -66,7 +56,7 @@ class NcclParams(Params):
     @field_validator("minbytes", "maxbytes")
     @classmethod
     def _valid_size(cls, v: Union[int, str]) -> Union[int, str]:
-        return _size(v)
+        return check_size(v)
 
     @field_validator("ops")
     @classmethod

@@ -22,11 +22,11 @@ from pydantic import Field, field_validator, model_validator
 
 from harness import catalog, siblings
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
-from harness.errors import HarnessError, SkipCheck, ToolError, ToolTimeout
+from harness.errors import ToolError, ToolTimeout
 from harness.model import Evaluation, Metric, ToolRun
 from harness.parsers import perftest, portcounters
 from harness.platform import infiniband, pair
-from harness.units import parse_size
+from harness.units import check_size, parse_size
 
 Test = Literal["ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat"]
 DEVICE_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
@@ -71,13 +71,7 @@ class RdmaParams(Params):
     @field_validator("size")
     @classmethod
     def _valid_size(cls, v: Union[int, str]) -> Union[int, str]:
-        try:
-            n = parse_size(v)
-        except ValueError:
-            raise ValueError(f"not a size: {v!r}") from None
-        if n <= 0:
-            raise ValueError("size must be positive")
-        return v
+        return check_size(v)
 
     @model_validator(mode="after")
     def _consistent(self) -> RdmaParams:
@@ -196,14 +190,7 @@ def run_one(params: RdmaParams, ctx: CheckContext, device: str, index: int) -> t
 
 def run(params: RdmaParams, ctx: CheckContext) -> CheckOutput:
     """Every HCA in turn; metrics labelled device, test, size (and qps for bandwidth)."""
-    devices = params.devices or infiniband.devices()
-    if not devices:
-        expected = ctx.hardware.get("hca_count")
-        if expected:
-            raise HarnessError(f"profile expects {expected} RDMA devices (hardware.hca_count), found none "
-                               f"in {infiniband.SYSFS}")
-        raise SkipCheck(f"no RDMA device: {infiniband.SYSFS} is empty or missing "
-                        "(no InfiniBand/RoCE adapter or driver)")
+    devices = params.devices or infiniband.require_devices(ctx.hardware)
     metrics: list[Metric] = []
     problems: list[str] = []
     watched = [d for d in devices if d in set(infiniband.devices())]

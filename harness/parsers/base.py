@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from harness.model import Metric
 
@@ -38,6 +39,15 @@ def json_objects(text: str) -> Iterator[dict[str, Any]]:
         if isinstance(obj, dict):
             yield obj
         pos = text.find("{", end)  # a complete object: go on after it
+
+
+def finite(tok: str) -> Optional[float]:
+    """The token as a finite float; None for N/A, nan, inf or anything that is not a number."""
+    try:
+        v = float(tok)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
 
 
 def invalid(kind: str, *problems: str) -> ParseResult:

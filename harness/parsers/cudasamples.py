@@ -17,12 +17,11 @@ p2pBandwidthLatencyTest, src (row), dst (column), mode (unidirectional, bidirect
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Optional
 
 from harness.model import Metric
-from harness.parsers.base import ParseResult, invalid
+from harness.parsers.base import ParseResult, finite, invalid
 from harness.units import COUNT, GBPS, US
 
 _SECTION = re.compile(r"^(Host to Device|Device to Host|Device to Device) Bandwidth,\s*(\d+)\s+Device")
@@ -33,14 +32,6 @@ _DIRECTIONS = {"Host to Device": "h2d", "Device to Host": "d2h", "Device to Devi
 BANDWIDTH_TEST, P2P_TEST = "bandwidthTest", "p2pBandwidthLatencyTest"
 _TO_GBPS = {"GB/s": 1.0, "MB/s": 1024.0 * 1000 / 1e9}
 _DEVICE = re.compile(r"^Device[:\s]+(\d+)[:,]\s*(.+?)(?:,\s*pciBusID.*)?$")
-
-
-def _num(tok: str) -> Optional[float]:
-    try:
-        v = float(tok)
-    except ValueError:
-        return None
-    return v if math.isfinite(v) else None
 
 
 def parse_bandwidthtest(text: str) -> ParseResult:
@@ -71,7 +62,7 @@ def parse_bandwidthtest(text: str) -> ParseResult:
             devices[f"gpu{m.group(1)}"] = m.group(2)
         elif section is not None and unit is not None:
             toks = s.split()
-            value = _num(toks[1]) if len(toks) == 2 and toks[0].isdigit() else None
+            value = finite(toks[1]) if len(toks) == 2 and toks[0].isdigit() else None
             if value is not None:
                 metrics.append(_bandwidth_metric(section, devices, int(toks[0]), value * _TO_GBPS[unit]))
                 rows_in_section += 1
@@ -133,7 +124,7 @@ def parse_p2p(text: str) -> ParseResult:
             matrices.append((kind[0], labels, len(columns), 0))
         elif kind is not None and columns and s and s.split()[0].isdigit():
             toks = s.split()
-            cells = [_num(t) for t in toks[1:]]
+            cells = [finite(t) for t in toks[1:]]
             name, labels, ncols, nrows = matrices[-1]
             if len(cells) != ncols or any(c is None for c in cells):
                 problems.append(f"{name} {_shown(labels)}: row {toks[0]} is incomplete")

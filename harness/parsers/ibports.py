@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -70,34 +70,24 @@ def _finish(kind: str, devices: dict[str, dict[str, Any]], errors: list[str],
 
 def parse_ibstat(text: str) -> ParseResult:
     """`ibstat` (all CAs): per port ib.port_active and ib.rate; CA facts in details."""
-    devices: dict[str, dict[str, Any]] = {}
-    errors: list[str] = []
-    dev: Optional[dict[str, Any]] = None
-    port: Optional[dict[str, str]] = None
-    for raw in text.splitlines():
-        s = raw.strip()
-        if not s:
-            continue
-        if m := _CA.match(s):
-            dev = devices.setdefault(m.group(1), {"ports": {}})
-            port = None
-        elif _IBSTAT_ERRORS.search(s):
-            errors.append(s)
-        elif dev is None:
-            continue
-        elif m := _IBSTAT_PORT.match(s):
-            port = dev["ports"].setdefault(m.group(1), {})
-        else:
-            key, sep, value = s.partition(":")
-            if not sep:
-                continue
-            key = key.strip().lower().replace(" ", "_")
-            (port if port is not None else dev)[key] = value.strip()
+    devices, errors = _blocks(text, _CA, _IBSTAT_PORT, _IBSTAT_ERRORS,
+                              lambda k: k.lower().replace(" ", "_"))
     return _finish("ibstat", devices, errors, "not ibstat output (no CA found)")
 
 
 def parse_ibv_devinfo(text: str) -> ParseResult:
     """`ibv_devinfo`: per port ib.port_active and ib.active_mtu; fw_ver, board_id in details."""
+    devices, errors = _blocks(text, _HCA, _DEVINFO_PORT, _DEVINFO_ERRORS,
+                              lambda k: None if k == "Device ports" else k)
+    return _finish("ibv-devinfo", devices, errors, "not ibv_devinfo output (no hca_id found)")
+
+
+def _blocks(text: str, device: re.Pattern[str], port_head: re.Pattern[str], failure: re.Pattern[str],
+            key_of: Callable[[str], Optional[str]]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Device blocks of `key: value` lines, each with its port sub-blocks, and the error lines.
+
+    A line matching `device` opens a device, `port_head` a port of it; `key_of` names a key
+    (None: skip the line)."""
     devices: dict[str, dict[str, Any]] = {}
     errors: list[str] = []
     dev: Optional[dict[str, Any]] = None
@@ -106,21 +96,21 @@ def parse_ibv_devinfo(text: str) -> ParseResult:
         s = raw.strip()
         if not s:
             continue
-        if m := _HCA.match(s):
+        if m := device.match(s):
             dev = devices.setdefault(m.group(1), {"ports": {}})
             port = None
-        elif _DEVINFO_ERRORS.search(s):
+        elif failure.search(s):
             errors.append(s)
         elif dev is None:
             continue
-        elif m := _DEVINFO_PORT.match(s):
+        elif m := port_head.match(s):
             port = dev["ports"].setdefault(m.group(1), {})
         else:
             key, sep, value = s.partition(":")
-            if not sep or key.strip() == "Device ports":
-                continue
-            (port if port is not None else dev)[key.strip()] = value.strip()
-    return _finish("ibv-devinfo", devices, errors, "not ibv_devinfo output (no hca_id found)")
+            name = key_of(key.strip()) if sep else None
+            if name is not None:
+                (port if port is not None else dev)[name] = value.strip()
+    return devices, errors
 
 
 def sysfs_port(device: str, port: str, files: Mapping[str, str]) -> list[Metric]:

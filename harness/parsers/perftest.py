@@ -14,12 +14,11 @@ and "no devices" messages make the run invalid.
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Optional
 
 from harness.model import Metric
-from harness.parsers.base import ParseResult, invalid
+from harness.parsers.base import ParseResult, finite, invalid
 from harness.units import GBPS, US, to_gbps
 
 KIND = "perftest"
@@ -37,14 +36,6 @@ LAT_STATS = {"t_min": "min", "t_max": "max", "t_typical": "typical", "t_avg": "a
 _UNITS = {"MB/sec": "MiB/s", "Gb/sec": "Gb/s"}
 _FAILURE = re.compile(r"Couldn't|Could not|Completion with error|\bFailed\b|Unable to|"
                       r"Did not detect|No IB devices|not found|\bERROR\b", re.IGNORECASE)
-
-
-def _num(tok: str) -> Optional[float]:
-    try:
-        v = float(tok)
-    except ValueError:
-        return None
-    return v if math.isfinite(v) else None
 
 
 def test_name(title_verb: str, kind: str) -> str:
@@ -111,7 +102,7 @@ def _row(line: str, bw_unit: Optional[str], lat_cols: list[str],
     toks = line.split()
     if len(toks) < 3 or not toks[0].isdigit() or not toks[1].isdigit():
         return []
-    values = [_num(t) for t in toks[2:]]
+    values = [finite(t) for t in toks[2:]]
     if any(v is None for v in values):
         return []
     nums = [v for v in values if v is not None]

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
+
+from harness.errors import HarnessError, SkipCheck
 
 SYSFS = Path("/sys/class/infiniband")
 PORT_FILES = ("state", "phys_state", "rate", "link_layer")
@@ -29,6 +31,20 @@ def devices(root: Optional[Path] = None) -> list[str]:
         return sorted(p.name for p in (root or SYSFS).iterdir())
     except OSError:
         return []
+
+
+def require_devices(hardware: Mapping[str, Any], root: Optional[Path] = None) -> list[str]:
+    """The RDMA devices; none is SkipCheck, or an error when the profile's hardware.hca_count
+    says the node has some (a node sold with HCAs must not pass with its RDMA checks skipped)."""
+    found = devices(root)
+    if found:
+        return found
+    where = root or SYSFS
+    expected = hardware.get("hca_count")
+    if expected:
+        raise HarnessError(f"profile expects {expected} RDMA devices (hardware.hca_count), found none "
+                           f"in {where}")
+    raise SkipCheck(f"no RDMA device: {where} is empty or missing (no InfiniBand/RoCE adapter or driver)")
 
 
 def _read(path: Path) -> Optional[str]:

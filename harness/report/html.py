@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.fsutil import inside
 from harness.model import CheckResult, Evaluation, Metric, RunRecord, ToolRun
 
 if TYPE_CHECKING:
@@ -209,9 +210,8 @@ def _output(label: str, rel: str, run_dir: Path | None) -> Output:
         return Output(label, rel, problem="no file recorded")
     if run_dir is None:
         return Output(label, rel, problem="not available: no run directory given")
-    root = run_dir.resolve()
-    path = (root / rel).resolve()
-    if not path.is_relative_to(root):
+    path = inside(run_dir, rel)
+    if path is None:
         return Output(label, rel, problem="not shown: path lies outside the run directory")
     try:
         text, omitted, size = read_tail(path)

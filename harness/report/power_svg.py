@@ -15,6 +15,7 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from harness.fsutil import inside
 from harness.model import CheckResult
 from harness.power_series import PowerSeries, load
 from harness.report.charts import COLOURS
@@ -164,9 +165,8 @@ def power_view(check: CheckResult, run_dir: Optional[Path]) -> Optional[PowerVie
     if check.kind != "power_headroom" or run_dir is None or not isinstance(info, Mapping) \
             or not info.get("file"):
         return None
-    root = run_dir.resolve()
-    path = (root / str(info["file"])).resolve()
-    if not path.is_relative_to(root):
+    path = inside(run_dir, str(info["file"]))
+    if path is None:
         return None
     try:
         series = load(path)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import clockreasons
+from harness.fsutil import inside
 from harness.model import CheckResult
 from harness.report.charts import COLOURS
 from harness.telemetry import Series, load
@@ -124,9 +125,8 @@ def telemetry_figure(check: CheckResult, run_dir: Path | None) -> Markup | None:
     info: Any = check.details.get("telemetry")
     if run_dir is None or not isinstance(info, dict) or not info.get("file"):
         return None
-    root = run_dir.resolve()
-    path = (root / str(info["file"])).resolve()
-    if not path.is_relative_to(root):
+    path = inside(run_dir, str(info["file"]))
+    if path is None:
         return None
     try:
         series = load(path)
