@@ -13,7 +13,9 @@ from pathlib import Path
 
 import click
 
-EXIT_OK, EXIT_REJECTED, EXIT_INVALID = 0, 1, 2
+# 0 accepted, 1 rejected (hardware measured badly), 2 invalid input, 3 errored (no hardware verdict:
+# a tool or the environment failed, or the run could not go on); see harness.model.EXIT_CODES
+EXIT_OK, EXIT_REJECTED, EXIT_INVALID, EXIT_ERRORED = 0, 1, 2, 3
 
 
 def _ids(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -175,7 +177,7 @@ def main() -> None:
         sys.exit(EXIT_INVALID)
     except HarnessError as e:
         click.echo(f"error: {e}", err=True)
-        sys.exit(EXIT_REJECTED)
+        sys.exit(EXIT_ERRORED)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)

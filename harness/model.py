@@ -27,6 +27,22 @@ class Status(str, Enum):
     NOT_RUN = "not_run"
 
 
+# The run's verdict, worst first. Only hardware that measured badly rejects; a tool or environment
+# failure leaves the node unjudged (ERRORED), never a hardware verdict.
+VERDICTS = ("REJECTED", "ERRORED", "INCOMPLETE", "ACCEPTED")
+# Exit status per verdict, for CI. 2 is invalid input; 128+N an interrupting signal.
+EXIT_CODES = {"ACCEPTED": 0, "REJECTED": 1, "ERRORED": 3, "INCOMPLETE": 3}
+
+
+def verdict_of(failed: int, errored: int, unfinished: bool) -> str:
+    """REJECTED when a check failed, else ERRORED when one errored, else INCOMPLETE or ACCEPTED."""
+    if failed:
+        return "REJECTED"
+    if errored:
+        return "ERRORED"
+    return "INCOMPLETE" if unfinished else "ACCEPTED"
+
+
 class Outcome(str, Enum):
     """Outcome of one expectation against measured metrics."""
 
@@ -196,13 +212,9 @@ class RunRecord:
 
     @property
     def verdict(self) -> str:
-        """ACCEPTED when nothing failed, errored or was left unrun; else REJECTED (or INCOMPLETE)."""
+        """See verdict_of: a failed check rejects, an errored one leaves the node unjudged."""
         c = self.counts
-        if c["failed"] or c["errored"]:
-            return "REJECTED"
-        if self.interrupted or c["not_run"]:
-            return "INCOMPLETE"
-        return "ACCEPTED"
+        return verdict_of(c["failed"], c["errored"], self.interrupted or bool(c["not_run"]))
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -16,7 +16,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from typing import TextIO
 
 MAX_LINE = 500
-_VERDICT = re.compile(r"^(ACCEPTED|REJECTED|INCOMPLETE): ")
+_VERDICT = re.compile(r"^(ACCEPTED|REJECTED|ERRORED|INCOMPLETE): ")
 _PROBLEM = re.compile(r"^  (FAILED|ERRORED) ")
 
 

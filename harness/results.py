@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.errors import ConfigError, ConfigProblem
 from harness.fsutil import atomic_write_json
-from harness.model import FORMAT_VERSION, CheckResult, RunRecord
+from harness.model import FORMAT_VERSION, VERDICTS, CheckResult, RunRecord
 
 RESULTS = "results.json"
 
@@ -72,7 +72,7 @@ def json_schema() -> dict[str, Any]:
 
     schema = TypeAdapter(RunRecord).json_schema(mode="serialization")
     props = schema.setdefault("properties", {})
-    props["verdict"] = {"enum": ["ACCEPTED", "REJECTED", "INCOMPLETE"]}
+    props["verdict"] = {"enum": list(VERDICTS)}
     props["counts"] = {"type": "object", "additionalProperties": {"type": "integer"}}
     props["format_version"] = {"const": FORMAT_VERSION}
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

@@ -27,7 +27,7 @@ from harness.checks.base import CheckContext
 from harness.compare import evaluate, status_of
 from harness.errors import GuardRefusal, HarnessError, SkipCheck, StorageError, ToolError
 from harness.fsutil import why_not
-from harness.model import CheckResult, Evaluation, Metric, RunRecord, Status
+from harness.model import EXIT_CODES, CheckResult, Evaluation, Metric, RunRecord, Status
 from harness.plan import PlannedCheck
 from harness.platform import proc
 from harness.platform.ledger import Ledger
@@ -312,9 +312,9 @@ class _FileLog:
 
 
 def exit_code(record: RunRecord, signum: int | None) -> int:
-    """0 accepted, 1 rejected, 128+signal when interrupted (130 SIGINT, 143 SIGTERM)."""
+    """model.EXIT_CODES for the verdict, or 128+signal when interrupted (130 SIGINT, 143 SIGTERM)."""
     if signum is not None:
         return 128 + signum
-    return 0 if record.verdict == "ACCEPTED" else 1
+    return EXIT_CODES[record.verdict]
 
 

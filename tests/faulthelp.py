@@ -41,8 +41,26 @@ def alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def procs_with(marker: str, name: str | None = None) -> list[int]:
-    """Live processes whose command line contains `marker` (and whose argv[0] is `name`)."""
+def descendants(pid: int) -> set[int]:
+    """Every live process below `pid` in the parent tree (setsid'd children included)."""
+    parent: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        try:
+            parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (ValueError, OSError, IndexError):
+            continue
+    out: set[int] = set()
+    frontier = {pid}
+    while frontier:
+        frontier = {c for c, pp in parent.items() if pp in frontier and c not in out}
+        out |= frontier
+    return out
+
+
+def procs_with(marker: str, name: str | None = None, under: int | None = None) -> list[int]:
+    """Live processes whose command line contains `marker` (and whose argv[0] is `name`), only
+    those below PID `under` when given: tests that run side by side must not see each other's."""
+    mine = descendants(under) if under is not None else None
     out = []
     for d in Path("/proc").iterdir():
         if not d.name.isdigit():
@@ -53,7 +71,7 @@ def procs_with(marker: str, name: str | None = None) -> list[int]:
             continue
         text = b" ".join(argv).decode(errors="replace")
         if marker in text and (name is None or Path(argv[0].decode(errors="replace")).name == name) \
-                and alive(int(d.name)):
+                and (mine is None or int(d.name) in mine) and alive(int(d.name)):
             out.append(int(d.name))
     return out
 

@@ -58,7 +58,7 @@ def derive(base: RunRecord, run_id: str, started: str, *, hostname: str | None =
            system_serial: str | None = "S-NODE-1", gpu_list: list[dict[str, Any]] | None = None,
            driver: str | None = None, scale: Mapping[str, float] | None = None,
            extra: Callable[[RunRecord], Sequence[Metric]] | None = None,
-           verdict_fail: bool = False) -> RunRecord:
+           errored_check: bool = False) -> RunRecord:
     """Another run of a node made from a real record: identity, time and metric values changed."""
     inv = dict(base.inventory)
     inv["host"] = {**inv.get("host", {}), "hostname": hostname or base.host}
@@ -78,7 +78,7 @@ def derive(base: RunRecord, run_id: str, started: str, *, hostname: str | None =
                   inventory=inv, checks=tuple(checks), history={})
     if extra is not None:
         checks.append(CheckResult("burn", "command", Status.PASSED, metrics=tuple(extra(rec))))
-    if verdict_fail:
+    if errored_check:
         checks.append(CheckResult("broken", "command", Status.ERRORED, "tool crashed"))
     return replace(rec, checks=tuple(checks))
 

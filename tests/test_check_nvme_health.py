@@ -166,7 +166,7 @@ def test_harness_run_skips_drive_checks_here_and_errors_when_the_profile_expects
                    "nvme-all-read": ("skipped", "no NVMe devices")}
     sku = write(tmp_path / "sku.yaml", "name: sku\nhardware: {nvme_count: 4}\n")
     r = harness("run", str(suite), "--profile", str(sku), "--output", str(tmp_path / "b"))
-    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.returncode == 3, r.stdout + r.stderr
     got = {c["id"]: (c["status"], c["message"]) for c in results(run_dirs(tmp_path / "b")[0])["checks"]}
     assert got["nvme-health"] == ("errored", "profile expects 4 NVMe devices, found none in /sys/class/nvme")
     assert got["nvme-all-read"] == ("errored",

@@ -158,7 +158,7 @@ def test_ctrl_c_mid_load_leaves_no_stress_ng_and_keeps_the_samples(tmp_path: Pat
                  and len(stress_group(run_dirs(tmp_path / "out")[0])) >= 2, 60, "stress-ng and its workers")
         run_dir = run_dirs(tmp_path / "out")[0]
         group = stress_group(run_dir)
-        burn = procs_with("harness.burn_engine")
+        burn = procs_with("harness.burn_engine", under=p.pid)
         time.sleep(0.5)
         os.kill(p.pid, signal.SIGINT)
         out, err = p.communicate(timeout=60)
@@ -178,7 +178,7 @@ def test_timeout_kills_the_load(tmp_path: Path):
     t0 = time.monotonic()
     code, run_dir, check, out = run(tmp_path, {"bmc": {"node_w": 9000.0}}, duration=60, timeout="3s")
     assert time.monotonic() - t0 < 50
-    assert code == 1 and check["status"] == "errored", out
+    assert code == 3 and check["status"] == "errored", out
     assert "timed out after 3 s" in check["message"]
     assert stress_group(run_dir) == []
 

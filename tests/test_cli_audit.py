@@ -86,7 +86,7 @@ def test_gpu_rules_error_when_the_profile_expects_gpus_that_are_not_there(tmp_pa
                     "config:\n  - {fact: gpu.driver_version, min_version: '550.54.15'}\n")
     suite = write(tmp_path / "audit.yaml", AUDIT_ONLY)
     r = harness("run", str(suite), "--profile", str(profile), "--output", str(tmp_path / "out"))
-    assert r.returncode == 1
+    assert r.returncode == 3
     c = audit_check(run_dirs(tmp_path / "out")[0])
     assert c["status"] == "errored"
     (ev,) = c["evaluations"]

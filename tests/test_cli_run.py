@@ -66,10 +66,13 @@ def test_missing_tool_is_an_error_not_a_failure(tmp_path: Path):
                   "    params: {argv: [no-such-benchmark-tool]}\n")
     out = tmp_path / "r"
     r = harness("run", str(suite), "--profile", "generic", "--output", str(out))
-    assert r.returncode == 1
+    assert r.returncode == 3, r.stdout + r.stderr  # no hardware verdict: not 1 (rejected)
     (run_dir,) = run_dirs(out)
-    (chk,) = results(run_dir)["checks"]
+    doc = results(run_dir)
+    (chk,) = doc["checks"]
     assert chk["status"] == "errored" and "no-such-benchmark-tool not found" in chk["message"]
+    assert doc["verdict"] == "ERRORED" and "ERRORED: 0 passed" in r.stdout
+    assert "No hardware verdict: 1 check could not run validly" in (run_dir / "report.html").read_text()
 
 
 def test_gpu_check_skipped_without_nvml_but_errored_when_profile_expects_gpus(tmp_path: Path):
@@ -82,7 +85,7 @@ def test_gpu_check_skipped_without_nvml_but_errored_when_profile_expects_gpus(tm
     assert chk["status"] == "skipped" and chk["message"].startswith("no NVIDIA GPU: NVML not loadable")
     out = tmp_path / "b"
     r = harness("run", str(suite), "--profile", "h100-sxm-8x", "--output", str(out))
-    assert r.returncode == 1
+    assert r.returncode == 3
     (chk,) = results(run_dirs(out)[0])["checks"]
     assert chk["status"] == "errored"
     assert chk["message"].startswith("profile expects 8 x NVIDIA H100 80GB HBM3, found 0")

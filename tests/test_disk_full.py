@@ -96,7 +96,7 @@ checks:
 """)
     out = small_fs / "reports"
     r = harness("run", str(suite), "--profile", "generic", "--output", str(out))
-    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.returncode == 3, r.stdout + r.stderr
     assert "Traceback" not in r.stderr and "Logging error" not in r.stderr
     last = r.stderr.strip().splitlines()[-1]
     (run_dir,) = run_dirs(out)
@@ -134,7 +134,7 @@ def test_disk_full_before_the_run(small_fs: Path, tmp_path: Path):
                                            "    params: {argv: [/bin/true]}\n")
     out = small_fs / "reports"
     r = harness("run", str(suite), "--profile", "generic", "--output", str(out))
-    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.returncode == 3, r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {out}/"), r.stderr
     assert lines[0].endswith(": cannot create run directory: no space left on device")

@@ -83,7 +83,7 @@ def _tflops(per_gpu: dict[int, float]):
 def test_drift_over_recorded_quarters_with_a_gpu_swap(real: RunRecord, tmp_path: Path):
     base = {i: 800.0 + i for i in range(8)}
     runs = [derive(real, "q0", "2025-12-15T00:00:00Z", gpu_list=gpus(), scale={"fio.iops": 2.0},
-                   extra=_tflops(base), verdict_fail=True),  # rejected: never the go-live
+                   extra=_tflops(base), errored_check=True),  # errored: never the go-live
             derive(real, "g", "2026-01-05T00:00:00Z", gpu_list=gpus(), extra=_tflops(base)),
             derive(real, "q1", "2026-04-05T00:00:00Z", gpu_list=gpus(), scale={"fio.iops": 0.97},
                    extra=_tflops(base)),

@@ -60,14 +60,14 @@ def test_faulty_tools_error_and_the_run_goes_on(tmp_path: Path):
     out = tmp_path / "r"
     t0 = time.monotonic()
     r = harness("run", str(suite), "--profile", "generic", "--output", str(out))
-    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.returncode == 3, r.stdout + r.stderr
     assert "Traceback" not in r.stderr
     doc = results(run_dirs(out)[0])
     by = {c["id"]: c for c in doc["checks"]}
     assert {k: c["status"] for k, c in by.items()} == {
         "hang": "errored", "segv": "errored", "garbage": "errored", "missing": "errored",
         "nan": "errored", "after": "passed"}
-    assert doc["counts"]["failed"] == 0 and doc["verdict"] == "REJECTED"
+    assert doc["counts"]["failed"] == 0 and doc["verdict"] == "ERRORED"
 
     # hang: the whole group is gone, the TERM-ignoring child and the double-forked grandchild too
     assert "timed out after 4 s; process group killed" in by["hang"]["message"]
@@ -127,7 +127,7 @@ def test_fio_that_misbehaves_or_is_missing_is_an_error(tmp_path: Path, fault: st
     suite = write(tmp_path / "fio.yaml", FIO_SUITE)
     out = tmp_path / "r"
     r = harness("run", str(suite), "--profile", "generic", "--output", str(out), env={"PATH": path})
-    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.returncode == 3, r.stdout + r.stderr
     assert "Traceback" not in r.stderr
     (chk,) = results(run_dirs(out)[0])["checks"]
     assert chk["status"] == "errored", chk

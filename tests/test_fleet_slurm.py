@@ -177,7 +177,7 @@ def test_never_started_cancelled_and_refused_nodes_are_errored(lab: Lab, tmp_pat
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-        assert proc.returncode == 1, stdout + stderr
+        assert proc.returncode == 3, stdout + stderr
         doc = json.loads((out / "fleet.json").read_text())
         nodes = {n["node"]: n for n in doc["nodes"]}
         assert {v["status"] for v in nodes.values()} == {"ERRORED"} and sorted(nodes) == ["n1", "n4", "n9"]

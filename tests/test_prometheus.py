@@ -22,7 +22,7 @@ def test_exposition_parses_and_carries_status_verdict_and_metrics():
     rec = samples.record()
     got = parse(prom.exposition(prom.run_samples(rec, NODE)))
     verdicts = {dict(k[1])["verdict"]: v for k, v in got.items() if k[0] == "harness_run_verdict"}
-    assert verdicts == {"ACCEPTED": 0.0, "REJECTED": 1.0, "INCOMPLETE": 0.0}
+    assert verdicts == {"ACCEPTED": 0.0, "REJECTED": 1.0, "ERRORED": 0.0, "INCOMPLETE": 0.0}
     status = {(dict(k[1])["check"], dict(k[1])["status"]): v for k, v in got.items()
               if k[0] == "harness_check_status" and v == 1.0}
     assert status == {(c.id, c.status.value): 1.0 for c in rec.checks}
@@ -100,4 +100,4 @@ def test_unreachable_pushgateway_is_a_clear_error(tmp_path: Path):
     results.write(run_dir, samples.record())
     url = f"http://127.0.0.1:{free_port()}"
     r = harness("fleet", "export", str(run_dir), "--pushgateway", url, timeout=60)
-    assert r.returncode == 1 and f"push to {url} (node={NODE}) failed" in r.stderr
+    assert r.returncode == 3 and f"push to {url} (node={NODE}) failed" in r.stderr

@@ -89,7 +89,8 @@ def test_every_status_and_outcome_renders(run_dir: Path) -> None:
     ((Status.PASSED, Status.WARNED, Status.SKIPPED), False, "ACCEPTED"),
     ((Status.PASSED, Status.NOT_RUN), False, "INCOMPLETE"),
     ((Status.PASSED,), True, "INCOMPLETE"),
-    ((Status.PASSED, Status.ERRORED), False, "REJECTED"),
+    ((Status.PASSED, Status.ERRORED), False, "ERRORED"),
+    ((Status.FAILED, Status.ERRORED), False, "REJECTED"),
 ])
 def test_verdict_banner(checks: tuple[Status, ...], interrupted: bool, verdict: str) -> None:
     rec = replace(samples.record(), interrupted=interrupted,

@@ -141,7 +141,7 @@ def test_resume_refuses_a_changed_suite_and_finishes_an_interrupted_run(tmp_path
     p = start("run", "slow.yaml", "--profile", "generic", "--output", str(out), cwd=tmp_path)
     try:
         wait_for(lambda: run_dirs(out) if out.exists() else [], 60, "the run directory")
-        wait_for(lambda: procs_with("SLOW_S", "python3"), 60, "the slow check")
+        wait_for(lambda: procs_with("SLOW_S", "python3", under=p.pid), 60, "the slow check")
         p.send_signal(signal.SIGINT)
         p.communicate(timeout=30)
     finally:

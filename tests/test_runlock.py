@@ -19,8 +19,14 @@ name: sleepy
 checks:
   - id: nap
     kind: command
-    params: {argv: [python3, -c, "import time; time.sleep(120)", sleepy-marker]}
+    params: {{argv: [python3, -c, "import time; time.sleep(120)", "{marker}"]}}
 """
+
+
+def sleepy(tmp_path: Path) -> tuple[Path, str]:
+    """The sleepy suite, with a marker no other test run (even a concurrent one) shares."""
+    marker = f"sleepy-marker:{tmp_path}"
+    return write(tmp_path / "sleepy.yaml", SLEEPY.format(marker=marker)), marker
 QUICK = """\
 name: quick
 checks:
@@ -46,20 +52,20 @@ def test_lock_in_process(tmp_path: Path):
 
 
 def test_second_run_refuses_and_a_killed_run_does_not_block(tmp_path: Path, _own_run_lock: Path):
-    sleepy = write(tmp_path / "sleepy.yaml", SLEEPY)
+    slow, marker = sleepy(tmp_path)
     quick = write(tmp_path / "quick.yaml", QUICK)
     out = tmp_path / "reports"
-    first = start("run", str(sleepy), "--profile", "generic", "--output", str(out))
+    first = start("run", str(slow), "--profile", "generic", "--output", str(out))
     try:
         wait_for(lambda: run_dirs(out) if out.exists() else [], 60, "the run directory")
         (run1,) = run_dirs(out)
-        wait_for(lambda: set(procs_with("sleepy-marker", "python3")) & set(ledger_groups(run1)), 60,
+        wait_for(lambda: set(procs_with(marker, "python3")) & set(ledger_groups(run1)), 60,
                  "the first run's check to start and be recorded")
         holder = json.loads(_own_run_lock.read_text())
         assert holder["pid"] == first.pid and holder["run_dir"] == str(run1)
 
         r = harness("run", str(quick), "--profile", "generic", "--output", str(out))
-        assert r.returncode == 1, r.stdout + r.stderr
+        assert r.returncode == 3, r.stdout + r.stderr
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in r.stderr
         assert re.search(rf"another run is in progress on this node: harness PID {first.pid}, "
@@ -71,7 +77,7 @@ def test_second_run_refuses_and_a_killed_run_does_not_block(tmp_path: Path, _own
         assert harness("run", str(quick), "--profile", "generic", "--dry-run").returncode == 0
         assert harness("validate", str(quick)).returncode == 0
 
-        sleeper = procs_with("sleepy-marker", "python3")
+        sleeper = procs_with(marker, "python3")
     finally:
         sigkill(first)
     assert sleeper and all(alive(pid) for pid in sleeper)  # orphaned by the SIGKILL
@@ -87,11 +93,11 @@ def test_second_run_refuses_and_a_killed_run_does_not_block(tmp_path: Path, _own
 
 
 def test_sigterm_releases_the_lock(tmp_path: Path):
-    sleepy = write(tmp_path / "sleepy.yaml", SLEEPY)
+    slow, marker = sleepy(tmp_path)
     out = tmp_path / "reports"
-    first = start("run", str(sleepy), "--profile", "generic", "--output", str(out))
+    first = start("run", str(slow), "--profile", "generic", "--output", str(out))
     try:
-        wait_for(lambda: procs_with("sleepy-marker", "python3"), 60, "the first run's check")
+        wait_for(lambda: procs_with(marker, "python3", under=first.pid), 60, "the first run's check")
         first.send_signal(signal.SIGTERM)
         first.communicate(timeout=30)
     finally:

@@ -39,7 +39,7 @@ def test_a_real_run_round_trips(real: RunRecord, tmp_path: Path):
 
 
 def test_only_valid_checks_are_stored_and_int_labels_survive(real: RunRecord, tmp_path: Path):
-    rec = derive(real, "r-2", "2026-02-01T00:00:00Z", gpu_list=gpus(), verdict_fail=True,
+    rec = derive(real, "r-2", "2026-02-01T00:00:00Z", gpu_list=gpus(), errored_check=True,
                  extra=lambda r: [Metric("gpu.tflops", 810.5, "TFLOPS", {"gpu": 3, "dtype": "fp16"})])
     with SqliteStore(tmp_path / "s.sqlite") as store:
         store.record(rec)
@@ -47,7 +47,7 @@ def test_only_valid_checks_are_stored_and_int_labels_survive(real: RunRecord, tm
         assert {c for c, _ in metrics} == {"inventory", "fio", "burn"}  # not the errored check
         (burn,) = [m for c, m in metrics if c == "burn"]
         assert burn.labels == {"dtype": "fp16", "gpu": 3} and burn.value == 810.5
-        assert store.run("r-2").verdict == "REJECTED"
+        assert store.run("r-2").verdict == "ERRORED"
 
 
 def test_schema_version_is_recorded_and_a_newer_store_is_refused(tmp_path: Path):

@@ -16,7 +16,7 @@ from harness import catalog
 from harness.fleet import stats
 from harness.fleet.collect import SEVERITY, NodeOutcome, NodeStatus, counts
 from harness.fleet.stats import Outlier, SeriesKey
-from harness.model import RunRecord
+from harness.model import RunRecord, verdict_of
 
 FOLDED_LABELS = frozenset({"repeat"})
 
@@ -48,13 +48,9 @@ class FleetReport:
 
     @property
     def verdict(self) -> str:
-        """REJECTED when a node is rejected or errored; INCOMPLETE while any has no verdict yet."""
+        """The worst node's: REJECTED, ERRORED, INCOMPLETE (or any has no verdict yet), ACCEPTED."""
         c = self.counts
-        if c["REJECTED"] or c["ERRORED"]:
-            return "REJECTED"
-        if c["INCOMPLETE"] or c["PENDING"] or c["RUNNING"]:
-            return "INCOMPLETE"
-        return "ACCEPTED"
+        return verdict_of(c["REJECTED"], c["ERRORED"], bool(c["INCOMPLETE"] or c["PENDING"] or c["RUNNING"]))
 
     @property
     def to_drain(self) -> list[NodeOutcome]:

@@ -100,14 +100,10 @@ def evidence_of(record: RunRecord) -> tuple[Evidence, ...]:
 
 
 def status_of_record(record: RunRecord) -> NodeStatus:
-    c = record.counts
-    if c["failed"]:
-        return NodeStatus.REJECTED
-    if c["errored"]:
-        return NodeStatus.ERRORED
-    if record.interrupted or c["not_run"] or not record.finished:
+    """The run's own verdict; a run that never finished is INCOMPLETE."""
+    if record.verdict == "ACCEPTED" and not record.finished:
         return NodeStatus.INCOMPLETE
-    return NodeStatus.ACCEPTED
+    return NodeStatus(record.verdict)
 
 
 def _from_record(base: NodeOutcome, record: RunRecord) -> NodeOutcome:

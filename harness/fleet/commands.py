@@ -1,7 +1,8 @@
 """What the `harness fleet` commands do, as plain functions returning exit codes.
 
-0: every node accepted (for --no-wait: every job submitted); 1: a node was rejected, errored or
-has no verdict yet, or a submission failed. Invalid input raises ConfigError/UsageError (exit 2).
+The codes are model.EXIT_CODES of the fleet's verdict: 0 every node accepted (for --no-wait: every
+job submitted); 1 a node was rejected (its hardware measured badly); 3 no node was rejected but one
+errored or has no verdict yet, or a submission failed. Invalid input raises ConfigError/UsageError (2).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from harness.fleet import analysis, collect, dispatch, drain, layout
 from harness.fleet import report as fleet_report
 from harness.fleet.analysis import FleetReport, OutlierSettings
 from harness.fleet.collect import NodeStatus
+from harness.model import EXIT_CODES
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
             print(f"  ERRORED {n}: {j.submit_error}")
     if not wait:
         print(f"follow with: harness fleet status {fleet_dir}; then: harness fleet report {fleet_dir}")
-        return 0 if len(ok) == len(names) else 1
+        return 0 if len(ok) == len(names) else EXIT_CODES["ERRORED"]
     prog = progress.choose(len(ok), stream)
     try:
         dispatch.wait(fleet_dir, manifest, poll_s=poll_s, start_timeout_s=start_timeout_s,
@@ -120,7 +122,7 @@ def _report(fleet_dir: Path, drain_failed: bool, exports: Exports, settings: Out
             print(f"  drained {a.node}: {a.reason}" if a.done else f"  DRAIN FAILED {a.node}: {a.message}")
     _export(fleet_dir, rep, exports)
     print(f"report: {paths['html']}")
-    return 0 if rep.verdict == "ACCEPTED" else 1
+    return EXIT_CODES[rep.verdict]
 
 
 def report(fleet_dir: Path, *, drain_failed: bool = False, exports: Exports = Exports(),
@@ -136,7 +138,7 @@ def status(fleet_dir: Path) -> int:
         print(f"{n.node:16} {n.job_id or '-':>8} {n.status.value:10} {n.reason}")
     c = rep.counts
     print(", ".join(f"{v} {k.lower()}" for k, v in c.items() if v) or "no nodes")
-    return 0 if rep.verdict == "ACCEPTED" else 1
+    return EXIT_CODES[rep.verdict]
 
 
 def resume(fleet_dir: Path) -> int:
@@ -149,7 +151,7 @@ def resume(fleet_dir: Path) -> int:
             failed += 0 if a.done else 1
         else:
             print(f"kept {a.node}: {a.reason}")
-    return 1 if failed else 0
+    return EXIT_CODES["ERRORED"] if failed else 0
 
 
 def export(target: Path, exports: Exports) -> int:

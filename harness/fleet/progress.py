@@ -22,8 +22,8 @@ def bucket(s: SeenJob) -> str:
         return "pending"
     if not s.job.finished:
         return "running"
-    # harness exits 1 for a REJECTED node: the job "failed" but the node reported
-    if s.job.state == "COMPLETED" or (s.job.state == "FAILED" and s.job.exit_code == 1 and not s.note):
+    # harness exits 1 for a REJECTED node and 3 for an ERRORED one: the job "failed" but the node reported
+    if s.job.state == "COMPLETED" or (s.job.state == "FAILED" and s.job.exit_code in (1, 3) and not s.note):
         return "done"
     return "failed"
 

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.model import RunRecord, Status
+from harness.model import VERDICTS, RunRecord, Status
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -54,7 +54,8 @@ class Sample:
 
 
 HELP = {
-    "harness_run_verdict": "1 for the run's verdict (ACCEPTED, REJECTED, INCOMPLETE), 0 for the others",
+    "harness_run_verdict": "1 for the run's verdict (ACCEPTED, REJECTED, ERRORED, INCOMPLETE), "
+                           "0 for the others",
     "harness_run_timestamp_seconds": "when the harness run finished, Unix time",
     "harness_run_duration_seconds": "wall time of the harness run",
     "harness_check_status": "1 for the check's status, 0 for the others",
@@ -80,7 +81,7 @@ def run_samples(record: RunRecord, node: str) -> list[Sample]:
     """The samples of one run."""
     suite = str(record.suite.get("name", ""))
     out = [Sample("harness_run_verdict", (("node", node), ("suite", suite), ("verdict", v)),
-                  1.0 if record.verdict == v else 0.0) for v in ("ACCEPTED", "REJECTED", "INCOMPLETE")]
+                  1.0 if record.verdict == v else 0.0) for v in VERDICTS]
     finished = _epoch(record.finished)
     if finished is not None:
         out.append(Sample("harness_run_timestamp_seconds", (("node", node), ("suite", suite)), finished))
