@@ -27,6 +27,7 @@ from harness.report.html import (
     fmt_num,
     fmt_time,
     fmt_value,
+    inventory_view,
     read_tail,
     render_html,
 )
@@ -243,3 +244,18 @@ def test_formatters() -> None:
     # a measured value close to its bound gets the digits to tell them apart
     assert digits_for(1.996, (2.0,)) == 4 and fmt_num(1.996, 4) == "1.996"
     assert digits_for(None, (2.0,)) == 3 and digits_for(2.0, (2.0,)) == 3
+
+
+def test_node_identity_reads_as_words_not_json_or_dotted_keys() -> None:
+    """This VM's own inventory (no GPU): notes as text, known extra fields with their names."""
+    inv = {"host": {"hostname": "vm", "os": "Debian GNU/Linux 12 (bookworm)", "kernel": "6.18.44-fc-v595",
+                    "arch": "x86_64"},
+           "system": {"vendor": None, "product": None, "serial": None, "board_serial": None},
+           "cpu": {"model": "AMD EPYC", "sockets": 1, "threads": 2, "online": 2, "numa_nodes": 1},
+           "memory": {"total_bytes": 25276514304},
+           "notes": ["NVML not loadable: NVML Shared Library Not Found", "no BMC"]}
+    identity = dict(inventory_view(inv, "vm")["identity"])
+    assert identity["Notes"] == "NVML not loadable: NVML Shared Library Not Found; no BMC"
+    assert identity["Board serial"] == "—" and identity["CPUs online"] == "2"
+    assert identity["CPU"] == "AMD EPYC — 1 socket, 2 threads, 1 NUMA node"
+    assert not [k for k in identity if "." in k]

@@ -24,12 +24,20 @@ from harness.history import annotate
 from harness.model import RunRecord
 from harness.report import write_reports
 from harness.report.html import render_html
-from harness.report.svg import ChartPoint, trend_chart
+from harness.report.svg import ChartPoint, num, trend_chart
 from harness.store import SqliteStore
 
 CHROMIUM = Path("/usr/bin/chromium")
 EVIL = samples.EVIL
 
+
+
+@pytest.mark.parametrize("v, text", [
+    (1132, "1.13k"), (2054, "2.05k"), (38021, "38k"), (84801, "84.8k"), (999_999, "1M"),
+    (-1500, "-1.5k"), (0.156, "0.156"), (999.4, "999"), (1e10, "10G"), (0, "0"),
+])
+def test_axis_numbers_are_short_and_never_scientific_in_the_thousands(v: float, text: str) -> None:
+    assert num(v) == text
 
 def inspected(tmp_path: Path, evil: str = "") -> RunRecord:
     """A quarterly run of the sample node after three earlier ones, GPU 3 swapped, NCCL drifting."""

@@ -288,6 +288,8 @@ def inv_cell(key: str, v: Any) -> str:
         return f"{fmt_num(v / 1000)} Gb/s" if v >= 1000 else f"{fmt_num(v)} Mb/s"
     if isinstance(v, float):
         return fmt_num(v)
+    if isinstance(v, (list, tuple)) and all(isinstance(x, (str, int, float)) for x in v):
+        return "; ".join(str(x) for x in v) or "—"
     if isinstance(v, (dict, list, tuple)):
         return json.dumps(v, default=str, ensure_ascii=False)
     return str(v)
@@ -320,9 +322,9 @@ def _identity(inv: Mapping[str, Any], host: str) -> list[tuple[str, str]]:
         if value:
             out.append((label, str(value)))
     if cpu:
-        parts = [f"{cpu[k]} {word}" for k, word in (("sockets", "sockets"), ("cores", "cores"),
-                                                    ("threads", "threads"), ("numa_nodes", "NUMA nodes"))
-                 if cpu.get(k) is not None]
+        parts = [f"{cpu[k]} {word}{'' if cpu[k] == 1 else 's'}"
+                 for k, word in (("sockets", "socket"), ("cores", "core"), ("threads", "thread"),
+                                 ("numa_nodes", "NUMA node")) if cpu.get(k) is not None]
         model = str(cpu.get("model") or "CPU")
         out.append(("CPU", model + (f" — {', '.join(parts)}" if parts else "")))
     if mem.get("total_bytes") is not None:
@@ -330,8 +332,10 @@ def _identity(inv: Mapping[str, Any], host: str) -> list[tuple[str, str]]:
     shown = {"host": {"hostname", "os", "kernel", "arch"}, "system": {"vendor", "product", "serial",
              "bios_version"}, "cpu": {"model", "sockets", "cores", "threads", "numa_nodes"},
              "memory": {"total_bytes"}}
+    extra = {("system", "board_serial"): "Board serial", ("cpu", "online"): "CPUs online"}
     for name, keys in shown.items():
-        out += [(f"{name}.{k}", inv_cell(str(k), v)) for k, v in sec(name).items() if k not in keys]
+        out += [(extra.get((name, str(k)), f"{name}.{k}"), inv_cell(str(k), v))
+                for k, v in sec(name).items() if k not in keys]
     return out
 
 

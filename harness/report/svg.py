@@ -27,13 +27,13 @@ class ChartPoint:
 
 
 def num(v: float) -> str:
-    """Compact number for axis labels: 3 significant digits, k/M/G beyond 10 000."""
+    """Compact number for axis labels: 3 significant digits, k/M/G from 1 000 (1.13k, 38k, 1M)."""
     if not math.isfinite(v):
         return str(v)
-    a = abs(v)
+    a = float(f"{abs(v):.3g}")  # rounded first: 999 999 is 1M, not 1e+03k
     for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if a >= 10 * div:
-            return f"{v / div:.3g}{suffix}"
+        if a >= div:
+            return f"{math.copysign(a, v) / div:.3g}{suffix}"
     return f"{v:.3g}"
 
 
