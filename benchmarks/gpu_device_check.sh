@@ -61,6 +61,9 @@ for m in telemetry_metrics.derive(series):
     print(m.name, dict(m.labels), round(m.value, 3), m.unit)
 EOF
 
+# the sampler's cost against bare NVML calls, and 10 Hz scaled to 8 GPUs
+step bench-telemetry python benchmarks/bench_telemetry.py --seconds 5
+
 # 5. a real run: gpu_health and a burn with telemetry at 10 Hz, then the report re-rendered
 if python -c "import torch" 2>/dev/null; then BURN="{engine: builtin, dtype: bf16, duration: $BURN_S}"
 elif command -v gpu_burn >/dev/null; then BURN="{engine: gpu-burn, tensor_cores: true, duration: $BURN_S}"
