@@ -109,6 +109,8 @@ METRICS: Mapping[str, MetricSpec] = {
     "ib.hca_count": MetricSpec(COUNT, N, "RDMA devices in /sys/class/infiniband"),
     "net.port_errors": MetricSpec(COUNT, L, "NIC error counter value, ethtool -S (labels iface, counter)"),
     "net.error_delta": MetricSpec(COUNT, L, "NIC error counter growth during the check (ethtool -S)"),
+    "net.link_up": MetricSpec(COUNT, H, "1 when a NIC's link is up (sysfs operstate), labels iface, driver"),
+    "net.link_speed": MetricSpec(GBPS, H, "NIC link speed (sysfs Mb/s / 8000: 400 Gb/s = 50); 0 when down"),
     # GPU copy bandwidth (gpu_bandwidth: nvbandwidth, bandwidthTest, builtin); label test names the test
     "gpu.h2d_bw": MetricSpec(GBPS, H, "host-to-GPU copy bandwidth, label gpu"),
     "gpu.d2h_bw": MetricSpec(GBPS, H, "GPU-to-host copy bandwidth, label gpu"),

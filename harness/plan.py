@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from harness.compare import Rule, applicable, band, describe_band
+from harness import ownrules
+from harness.compare import Rule, applicable
 from harness.config.models import Expectation, Profile
 from harness.errors import UsageError
 
@@ -108,7 +109,10 @@ def select_profile(inventory: Mapping[str, Any],
 def render_dry_run(suite: LoadedSuite, profile: LoadedProfile, profile_reason: str,
                    plan: Sequence[PlannedCheck], inventory: Mapping[str, Any],
                    allow_destructive: bool) -> str:
-    """The plan as text: every check, its exact command lines, its expectations."""
+    """The plan as text: every check, its exact command lines, and every rule that can fail it:
+    the profile's and the suite's expectations, then the kind's own rules from its params."""
+    from harness import telemetry
+
     lines = [f"suite   {suite.suite.name}  ({suite.path})",
              f"profile {profile.profile.name}  ({profile.path}; {profile_reason})",
              f"checks  {len(plan)}   --allow-destructive: {'yes' if allow_destructive else 'no'}", ""]
@@ -130,17 +134,13 @@ def render_dry_run(suite: LoadedSuite, profile: LoadedProfile, profile_reason: s
             lines.append(f"   (cannot show commands: {e})")
         for cmd in commands:
             lines.append(f"   $ {shlex.join(cmd.argv)}" + (f"   # {cmd.note}" if cmd.note else ""))
+        own = [*c.kind.rules_of(c.params), *telemetry.own_rules(c.params)]
         if c.kind.name == "config_audit":
             from harness.config.factrule import plan_lines
 
             lines += plan_lines(profile.profile.name, profile.profile.config, getattr(c.params, "rules", []))
-        elif not pc.rules:
+        elif not pc.rules and not own:
             lines.append("   (no expectations: metrics are recorded only)")
-        for r in pc.rules:
-            ex = r.expectation
-            sel = ",".join(f"{k}={v}" for k, v in sorted(ex.labels.items()))
-            lo, hi = band(ex)
-            lines.append(f"   expect {ex.metric}{{{sel}}} {ex.reduce}: {describe_band(lo, hi, ex.unit)}"
-                         f"  [{ex.severity}{', xfail' if ex.xfail else ''}; {r.source}]")
+        lines += [f"   {ownrules.describe(r)}" for r in (*pc.rules, *own)]
         lines.append("")
     return "\n".join(lines)

@@ -19,7 +19,7 @@ from typing import Any, Optional, Union
 
 from pydantic import Field
 
-from harness import siblings, telemetry_metrics
+from harness import ownrules, siblings, telemetry_metrics
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params
 from harness.platform import nvml
 
@@ -37,6 +37,13 @@ class TelemetryParams(Params):
     sibling_temp_tolerance: Optional[float] = Field(
         0.15, gt=0, lt=1, description="a GPU whose peak temperature is more than this fraction above "
         "the median of its siblings (3 or more) fails; null to turn off")
+
+
+def own_rules(params: Any) -> list[siblings.SiblingRule]:
+    """The telemetry's rule from a kind's TelemetryParams (judged by observe(), listed by --dry-run)."""
+    if not isinstance(params, TelemetryParams) or params.sibling_temp_tolerance is None:
+        return []
+    return [siblings.SiblingRule("gpu.temp_max", ("gpu",), params.sibling_temp_tolerance, "lower")]
 
 
 @dataclass(frozen=True)
@@ -185,10 +192,7 @@ def observe(kind: CheckKind, params: Any, ctx: CheckContext,
         except OSError as e:
             ctx.log.warning("could not save telemetry of %s: %s", ctx.check_id, e)
     metrics = telemetry_metrics.derive(series)
-    own = telemetry_metrics.judge(series)
-    if tp and tp.sibling_temp_tolerance is not None:
-        rule = siblings.SiblingRule("gpu.temp_max", ("gpu",), tp.sibling_temp_tolerance, "lower")
-        own += siblings.judge(rule, metrics)
+    own = telemetry_metrics.judge(series) + ownrules.judge(own_rules(params), metrics)
     summary: dict[str, Any] = {
         "file": str(saved.relative_to(ctx.run_dir)) if saved else None, "period_s": period,
         "samples": len(series.t), "gpus": len(series.gpus), "overruns": series.overruns,

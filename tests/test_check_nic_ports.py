@@ -73,7 +73,8 @@ def test_real_ethtool_on_lo_makes_the_run_invalid_in_its_own_words(tmp_path):
     out = KIND.run(params(interfaces=["lo"]), ctx_for(tmp_path))
     (problem,) = out.problems
     assert problem.startswith("lo: ethtool -S lo: exit ") and problem.endswith(": no stats available")
-    assert out.metrics == ()
+    # no counters; the link is still read from sysfs: lo's operstate is "unknown", its carrier 1
+    assert [(m.name, m.value) for m in out.metrics] == [("net.link_up", 1.0)]
 
 
 def test_ethtool_missing_is_an_error_naming_the_command(tmp_path, monkeypatch):
@@ -153,7 +154,8 @@ def test_bad_params_are_refused(kw, words):
 
 
 def test_plan():
+    link = ("cat", "/sys/class/net/<iface>/{operstate,carrier,speed}")
     argvs = [c.argv for c in KIND.plan(NicPortsParams(interfaces=["nosuch0"]), {})]
-    assert argvs == [("ethtool", "-S", "nosuch0"), ("sleep", "10"), ("ethtool", "-S", "nosuch0")]
+    assert argvs == [("ethtool", "-S", "nosuch0"), ("sleep", "10"), ("ethtool", "-S", "nosuch0"), link]
     argvs = [c.argv for c in KIND.plan(NicPortsParams(interfaces=["nosuch0"], since="start"), {})]
-    assert argvs == [("cat", "<run>/raw/start/after.json"), ("ethtool", "-S", "nosuch0")]
+    assert argvs == [("cat", "<run>/raw/start/after.json"), ("ethtool", "-S", "nosuch0"), link]

@@ -2,8 +2,9 @@
 
 A kind has a pydantic params model, a catalogue of the metrics it can produce (with units
 and which direction is better), `plan()` for --dry-run and `run()` which uses the context to
-run tools and returns metrics plus validity problems. A check never renders and never judges:
-the runner compares its metrics with expectations afterwards.
+run tools and returns metrics plus validity problems. A check never renders; the runner
+compares its metrics with the profile's and suite's expectations afterwards. The rules a kind
+adds from its params (`own_rules`) it judges itself, and --dry-run lists them.
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
 from harness.errors import ToolError, ToolTimeout
 from harness.model import Evaluation, Metric, ToolRun
 from harness.platform import proc
+
+if TYPE_CHECKING:
+    from harness.ownrules import OwnRule
 
 
 class Params(BaseModel):
@@ -137,6 +141,13 @@ class CheckKind:
     declared_metrics: Callable[[Any], Mapping[str, MetricSpec]] | None = None
     # Expected duration in seconds for the progress display, when the kind can tell.
     estimate_s: Callable[[Any], float] | None = None
+    # The rules the kind adds itself from its params (a max_error_delta, a sibling tolerance):
+    # run() judges with exactly these (ownrules.judge) and --dry-run lists them (ownrules.describe).
+    own_rules: Callable[[Any], Sequence[OwnRule]] | None = None
+
+    def rules_of(self, params: Any) -> Sequence[OwnRule]:
+        """The kind's own rules for these params (none when it has no own_rules)."""
+        return self.own_rules(params) if self.own_rules is not None else ()
 
     def metric_specs(self, params: Any) -> Mapping[str, MetricSpec]:
         if self.declared_metrics is not None:

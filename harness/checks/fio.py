@@ -18,7 +18,7 @@ from typing import Any, Literal, Optional, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from harness import catalog
+from harness import catalog, siblings
 from harness.checks import fio_presets
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.errors import GuardRefusal, ToolError
@@ -253,6 +253,14 @@ def plan(params: FioParams, inventory: Mapping[str, Any]) -> Sequence[PlannedCom
     return [PlannedCommand(tuple(argv), f"{note}; about {estimate_s(params):.0f} s")]
 
 
+def own_rules(params: FioParams) -> list[siblings.SiblingRule]:
+    """With `targets`: the sibling rule on fio.bw across devices (judged by checks/fio_multi,
+    listed by --dry-run)."""
+    if params.targets is None or params.sibling_tolerance is None:
+        return []
+    return [siblings.SiblingRule("fio.bw", ("device",), params.sibling_tolerance)]
+
+
 def run(params: FioParams, ctx: CheckContext) -> CheckOutput:
     """Run the jobs against the target and return per-job, per-direction metrics."""
     params = params.for_gpus(fio_presets.gpu_count(params.preset_options, ctx.hardware, ctx.inventory))
@@ -403,4 +411,5 @@ KIND = CheckKind(
     plan=plan,
     needs=frozenset({"fio"}),
     estimate_s=estimate_s,
+    own_rules=own_rules,
 )

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from harness import siblings
+from harness import ownrules
 from harness.checks import fio
 from harness.checks.base import CheckContext, CheckOutput, PlannedCommand
 from harness.errors import HarnessError, SkipCheck, ToolError
@@ -91,11 +91,7 @@ def run(params: fio.FioParams, ctx: CheckContext) -> CheckOutput:
     result = fio._execute(params, ctx, out, build_argv(params, output=str(out), devices=devices),
                           ", ".join(devices), extra)
     metrics = tuple(relabel(m) for m in result.metrics)
-    evaluations: tuple[Any, ...] = ()
-    if params.sibling_tolerance is not None:
-        for name in ("fio.bw",):
-            rule = siblings.SiblingRule(name, ("device",), params.sibling_tolerance)
-            evaluations += siblings.judge(rule, metrics)
+    evaluations = ownrules.judge(fio.own_rules(params), metrics)
     return CheckOutput(metrics, result.problems, result.details, summary(metrics), evaluations)
 
 

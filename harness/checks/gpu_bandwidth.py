@@ -23,10 +23,10 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
-from harness import catalog, siblings
+from harness import catalog, ownrules, siblings
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.errors import ToolError
-from harness.model import Evaluation, Metric
+from harness.model import Metric
 from harness.parsers import copylog, cudasamples
 from harness.parsers import nvbandwidth as nvb_parser
 
@@ -169,11 +169,18 @@ def run(params: GpuBandwidthParams, ctx: CheckContext) -> CheckOutput:
                                     "builtin copy test", ENV)
         details.update(d)
     problems += coverage(metrics, ctx.inventory)
-    evaluations: list[Evaluation] = []
-    if params.sibling_tolerance is not None:
-        for name, vary in SIBLINGS:
-            evaluations += siblings.judge(siblings.SiblingRule(name, vary, params.sibling_tolerance), metrics)
-    return CheckOutput(tuple(metrics), tuple(problems), details, summary(metrics), tuple(evaluations))
+    evaluations = ownrules.judge(own_rules(params), metrics)
+    return CheckOutput(tuple(metrics), tuple(problems), details, summary(metrics), evaluations)
+
+
+def own_rules(params: GpuBandwidthParams) -> list[siblings.SiblingRule]:
+    """The sibling rule on each bandwidth the engine measures, per GPU or GPU pair (judged by run(),
+    listed by --dry-run)."""
+    if params.sibling_tolerance is None:
+        return []
+    measured = {"gpu.h2d_bw", "gpu.d2h_bw", "gpu.p2p_bw", *declared(params)}
+    return [siblings.SiblingRule(name, vary, params.sibling_tolerance) for name, vary in SIBLINGS
+            if name in measured]
 
 
 def coverage(metrics: Sequence[Metric], inventory: Mapping[str, Any]) -> list[str]:
@@ -222,4 +229,5 @@ KIND = CheckKind(
     plan=plan,
     needs=frozenset({"gpu"}),
     declared_metrics=declared,
+    own_rules=own_rules,
 )

@@ -27,7 +27,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator
 
-from harness import catalog, siblings
+from harness import catalog, ownrules, siblings
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, PlannedCommand
 from harness.errors import ToolError
 from harness.model import Evaluation, Metric, Outcome
@@ -143,11 +143,16 @@ def run(params: GpuBurnParams, ctx: CheckContext) -> CheckOutput:
         own = _dcgm_verdicts(parsed)
     else:
         own = _burn_verdicts(parsed, params.engine)
-        if params.sibling_tolerance is not None:
-            rule = siblings.SiblingRule("gpu_burn.tflops", ("gpu",), params.sibling_tolerance, "higher")
-            own += siblings.judge(rule, parsed.metrics)
+    own += ownrules.judge(own_rules(params), parsed.metrics)
     details = {"engine": params.engine, **{k: v for k, v in parsed.details.items() if v not in ({}, [])}}
     return CheckOutput(parsed.metrics, tuple(problems), details, _summary(parsed.metrics, params), own)
+
+
+def own_rules(params: GpuBurnParams) -> list[siblings.SiblingRule]:
+    """gpu_burn and builtin: the sibling rule on TFLOPS across GPUs (judged by run(), listed by --dry-run)."""
+    if params.engine == "dcgm" or params.sibling_tolerance is None:
+        return []
+    return [siblings.SiblingRule("gpu_burn.tflops", ("gpu",), params.sibling_tolerance, "higher")]
 
 
 def _gpus_seen(parsed: ParseResult) -> set[int]:
@@ -243,4 +248,5 @@ KIND = CheckKind(
     needs=frozenset({"gpu"}),
     declared_metrics=declared,
     estimate_s=estimate_s,
+    own_rules=own_rules,
 )

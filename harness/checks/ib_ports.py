@@ -21,13 +21,13 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator
 
-from harness import catalog
+from harness import catalog, ownrules
 from harness.checks import counterwindow as cw
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, PlannedCommand
-from harness.compare import Rule, evaluate
+from harness.compare import Rule
 from harness.config.models import Expectation
 from harness.errors import HarnessError
-from harness.model import Evaluation, LabelValue, Metric
+from harness.model import LabelValue, Metric
 from harness.parsers import ibports, portcounters
 from harness.platform import infiniband
 from harness.units import COUNT, GBPS
@@ -131,7 +131,7 @@ def run(params: IbPortsParams, ctx: CheckContext) -> CheckOutput:
         "devices": {d: infiniband.device_facts(d, root) for d in devices}}
     if params.ibstat:
         details.update(_ibstat(ctx, metrics))
-    evaluations = _own_rules(params, metrics)
+    evaluations = ownrules.judge(own_rules(params), metrics)
     text = summary(metrics, window, saturated, details["gone"])
     return CheckOutput(tuple(metrics), tuple(problems), details, text, evaluations=evaluations)
 
@@ -167,14 +167,14 @@ def _counter_metrics(name: str, counters: Mapping[str, int],
     return [Metric(name, float(v), COUNT, {**labels, "counter": k}) for k, v in sorted(counters.items())]
 
 
-def _own_rules(params: IbPortsParams, metrics: Sequence[Metric]) -> tuple[Evaluation, ...]:
+def own_rules(params: IbPortsParams) -> list[Rule]:
+    """The rules of the check's own params: judged by run(), listed by --dry-run."""
     if params.expect_rate_gbit is None:
-        return ()
+        return []
     src = f"check param expect_rate_gbit {params.expect_rate_gbit:g}"
-    rules = [Rule(Expectation(metric="ib.port_active", min=1, unit=COUNT, note="port state Active"), src),
-             Rule(Expectation(metric="ib.rate", min=params.expect_rate_gbit / 8, unit=GBPS,
-                              note=f"{params.expect_rate_gbit:g} Gb/s"), src)]
-    return evaluate(rules, metrics)
+    return [Rule(Expectation(metric="ib.port_active", min=1, unit=COUNT, note="port state Active"), src),
+            Rule(Expectation(metric="ib.rate", min=params.expect_rate_gbit / 8, unit=GBPS,
+                             note=f"{params.expect_rate_gbit:g} Gb/s"), src)]
 
 
 def _ibstat(ctx: CheckContext, metrics: Sequence[Metric]) -> dict[str, Any]:
@@ -232,4 +232,5 @@ KIND = CheckKind(
     run=run,
     plan=plan,
     estimate_s=lambda p: p.window,
+    own_rules=own_rules,
 )

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ToolMissing
+from harness.parsers import linkstate
 from harness.parsers import sysinfo as parse
-from harness.platform import nvml, proc
+from harness.platform import netdev, nvml, proc
 
 SYS = Path("/sys")
 
@@ -79,13 +80,12 @@ def _nics() -> list[dict[str, Any]]:
     for dev in sorted((SYS / "class/net").glob("*")):
         if dev.name == "lo":
             continue
-        driver_link = dev / "device/driver"
-        speed = _read(dev / "speed")
+        link = netdev.link(dev.name)
         out.append({
             "name": dev.name,
-            "driver": os.path.basename(os.readlink(driver_link)) if driver_link.is_symlink() else None,
-            "speed_mbps": int(speed) if speed and speed.lstrip("-").isdigit() and int(speed) > 0 else None,
-            "state": _read(dev / "operstate"),
+            "driver": link.driver,
+            "speed_mbps": linkstate.speed_mbps(link.files.get("speed")),
+            "state": link.files.get("operstate"),
             "mac": _read(dev / "address"),
             "mtu": int(m) if (m := _read(dev / "mtu")) and m.isdigit() else None,
         })

@@ -1,0 +1,44 @@
+"""The rules a check kind adds itself from its params (`CheckKind.own_rules`). Pure.
+
+One list serves both ends: run() judges with `judge(own_rules(params), metrics)` and --dry-run
+prints `describe(rule)` for each, so what the plan shows and what the check evaluates cannot
+disagree. Two shapes: a compare.Rule (fixed bounds and a source, e.g. nic_ports'
+`max_error_delta`) and a siblings.SiblingRule (bounds from the median of the siblings, known only
+at run time, so described by its tolerance).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Union
+
+from harness import siblings
+from harness.compare import Rule, band, describe_band, evaluate
+from harness.model import Evaluation, Metric
+
+OwnRule = Union[Rule, siblings.SiblingRule]
+
+
+def judge(rules: Iterable[OwnRule], metrics: Sequence[Metric]) -> tuple[Evaluation, ...]:
+    """The evaluations of every rule, in order (a Rule that selects no metric is an error)."""
+    out: list[Evaluation] = []
+    for r in rules:
+        out += siblings.judge(r, metrics) if isinstance(r, siblings.SiblingRule) else evaluate([r], metrics)
+    return tuple(out)
+
+
+def describe(rule: OwnRule) -> str:
+    """One dry-run line, unindented: 'expect net.error_delta{} each: <= 0 count  [warn; check param
+    max_error_delta 0]', 'expect rdma.bw_avg{} by device: >= 0.9 x the median of its siblings
+    (3 or more)  [fail; sibling rule]'."""
+    if isinstance(rule, siblings.SiblingRule):
+        r = rule
+        factor = 1 - r.tolerance if r.better == "higher" else 1 + r.tolerance
+        return (f"expect {r.metric}{{}} by {','.join(r.vary)}: {'>=' if r.better == 'higher' else '<='} "
+                f"{factor:.4g} x the median of its siblings ({r.min_siblings} or more)  "
+                f"[{r.severity}; {siblings.SOURCE}]")
+    ex = rule.expectation
+    sel = ",".join(f"{k}={v}" for k, v in sorted(ex.labels.items()))
+    lo, hi = band(ex)
+    return (f"expect {ex.metric}{{{sel}}} {ex.reduce}: {describe_band(lo, hi, ex.unit)}"
+            f"  [{ex.severity}{', xfail' if ex.xfail else ''}; {rule.source}]")
