@@ -105,11 +105,14 @@ def _selector_text(e: Expectation) -> str:
 
 
 def evaluate(rules: Iterable[Rule], metrics: Sequence[Metric]) -> tuple[Evaluation, ...]:
-    """Judge every rule against the metrics it selects. A rule that selects nothing is an error."""
+    """Judge every rule against the metrics it selects. A rule that selects nothing is an error,
+    unless it is `if_measured` (then it has no evaluation)."""
     out: list[Evaluation] = []
     for rule in rules:
         e = rule.expectation
         chosen = [m for m in metrics if m.name == e.metric and m.matches(e.labels)]
+        if not chosen and e.if_measured:
+            continue
         if not chosen:
             out.append(_error(e, rule.source, f"no metric {_selector_text(e)} was measured", e.labels))
             continue

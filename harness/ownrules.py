@@ -41,4 +41,5 @@ def describe(rule: OwnRule) -> str:
     sel = ",".join(f"{k}={v}" for k, v in sorted(ex.labels.items()))
     lo, hi = band(ex)
     return (f"expect {ex.metric}{{{sel}}} {ex.reduce}: {describe_band(lo, hi, ex.unit)}"
-            f"  [{ex.severity}{', xfail' if ex.xfail else ''}; {rule.source}]")
+            f"  [{ex.severity}{', xfail' if ex.xfail else ''}{', if measured' if ex.if_measured else ''}; "
+            f"{rule.source}]")

@@ -3,17 +3,19 @@ gpu_burn / dcgmi output (tests/data), so everything after the subprocess is the 
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
-from harness.checks.gpu_burn import KIND, GpuBurnParams, build_argv
-from harness.errors import ToolError
+from harness.checks.gpu_burn import KIND, GpuBurnParams, build_argv, resolved
+from harness.errors import ToolError, ToolMissing
 from harness.model import Outcome
 
 DATA = Path(__file__).parent / "data"
@@ -167,3 +169,45 @@ def test_cuda_numbers_gpus_like_nvml_and_compare_kernel_is_found_beside_a_binary
     assert build_argv(params) == ["gpu_burn", "-c", str(bindir / "compare.ptx"), "10"]
     out = KIND.run(params, ctx(tmp_path, 2))
     assert out.problems == () and len([m for m in out.metrics if m.name == "gpu_burn.ok"]) == 2
+
+
+# ---------------------------------------------------------------- engine auto
+
+def fake_package(root: Path, name: str) -> None:
+    """A package directory that importlib can find (auto only looks, never imports)."""
+    (root / name).mkdir(parents=True)
+    (root / name / "__init__.py").write_text("raise ImportError('a stand-in: never imported')\n")
+    importlib.invalidate_caches()  # a new directory: the finders' listings are stale
+
+
+def test_auto_picks_builtin_with_pytorch_else_gpu_burn_else_a_clear_error(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    for name in ("torch", "cupy"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    pkgs = tmp_path / "site"
+    monkeypatch.syspath_prepend(str(pkgs))
+    auto = GpuBurnParams(engine="auto", dtype="bf16", duration=10)
+    if importlib.util.find_spec("torch") is None:
+        with pytest.raises(ToolMissing, match=r"builtin bf16 burn needs PyTorch .*gpu_burn on PATH"):
+            resolved(auto)
+        (plan,) = KIND.plan(auto, {})
+        assert "harness.burn_engine" in " ".join(plan.argv) and "no burn engine here" in plan.note
+        (tmp_path / "bin").mkdir()
+        stand_in(tmp_path / "bin" / "gpu_burn", None)
+        assert resolved(auto).engine == "gpu-burn"
+        fake_package(pkgs, "cupy")  # CuPy has no bf16: still gpu_burn for bf16, builtin for fp16
+        assert resolved(auto).engine == "gpu-burn"
+        assert resolved(auto.model_copy(update={"dtype": "fp16"})).engine == "builtin"
+        fake_package(pkgs, "torch")
+    assert resolved(auto).engine == "builtin"
+    assert resolved(GpuBurnParams(engine="dcgm")).engine == "dcgm"
+
+
+def test_auto_runs_gpu_burn_when_that_is_what_is_installed(tmp_path: Path, monkeypatch):
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("PyTorch is installed: auto picks the builtin engine")
+    sample = "gpu-burn/gpu_burn_k80_2gpu_doubles_ok_interleaved_child_output.txt"
+    exe = stand_in(tmp_path / "gpu_burn", sample)
+    out = KIND.run(GpuBurnParams(engine="auto", binary=str(exe), duration=10), ctx(tmp_path, 2))
+    assert out.details["engine"] == "gpu-burn" and out.problems == ()
+    assert out.summary.startswith("gpu_burn 10 s: 2 of 2 GPUs OK")

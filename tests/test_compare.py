@@ -83,6 +83,16 @@ def test_missing_metric_is_an_error_not_a_failure():
     assert status_of([ev]) is Status.ERRORED
 
 
+def test_if_measured_rule_is_silent_when_its_variant_did_not_run_and_judged_when_it_did():
+    rule = Expectation(metric="gpu_burn.tflops", labels={"dtype": "bf16"}, min=711, unit="TFLOPS",
+                       if_measured=True)
+    gpu_burn_binary = [Metric("gpu_burn.tflops", 0.786, "TFLOPS", {"gpu": 1})]  # no dtype label
+    assert evaluate([Rule(rule, "h200")], gpu_burn_binary) == ()
+    slow = [Metric("gpu_burn.tflops", 650.0, "TFLOPS", {"gpu": 0, "dtype": "bf16"}),
+            Metric("gpu_burn.tflops", 780.0, "TFLOPS", {"gpu": 1, "dtype": "bf16"})]
+    assert [e.outcome for e in evaluate([Rule(rule, "h200")], slow)] == [Outcome.FAIL, Outcome.PASS]
+
+
 def test_label_values_compare_as_text():
     m = Metric("nccl.busbw", 400.0, "GB/s", {"size": 8589934592})
     (ev,) = one(exp(metric="nccl.busbw", labels={"size": "8589934592"}, min=300), [m])

@@ -161,3 +161,12 @@ def _params_with_every_rule(kind: str) -> dict:
     return {"nic_ports": {"max_error_delta": 0, "expect_speed_gbit": 400},
             "ib_ports": {"expect_rate_gbit": 400}, "fio": {"targets": ["/dev/nosuch0"]},
             "rdma": {}, "gpu_burn": {}, "gpu_bandwidth": {"engine": "bandwidthtest"}}[kind]
+
+
+def test_quick_on_h200_lists_the_bf16_burn_reference_as_judged_only_where_measured():
+    r = harness("run", "quick", "--profile", "h200-sxm-8x", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    burn = blocks(r.stdout)["gpu-burn"]
+    assert "expect gpu_burn.tflops{dtype=bf16} each: >= 711 TFLOPS  [fail, if measured; h200-sxm-8x]" in burn
+    if shutil.which("gpu_burn") is None:  # this machine: neither PyTorch nor gpu_burn
+        assert any("engine auto: no burn engine here" in ln for ln in burn), burn

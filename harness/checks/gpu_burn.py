@@ -10,6 +10,9 @@ Engines (param `engine`):
   invalid, a run without the final verdict is invalid; FAULTY (computation errors) fails.
 * `dcgm`: `dcgmi diag -r LEVEL -j`, parsed by parsers/dcgm. A failed test fails with DCGM's
   message; a level-2+ run in which DCGM skipped every hardware and stress test is invalid.
+* `auto`: `builtin` when its backend for `dtype` is installed (PyTorch; CuPy for fp16/fp32/fp64),
+  else `gpu-burn` when the binary is found, else an error naming both. Chosen at plan and run
+  time without importing anything; the engine that ran is in the results (details.engine).
 
 Telemetry (temperature, power, clocks, throttling) is sampled alongside by the runner's hook
 (harness.telemetry); `telemetry_period` sets its rate. Every GPU NVML sees must be reported
@@ -29,7 +32,7 @@ from pydantic import Field, field_validator
 
 from harness import catalog, ownrules, siblings
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, PlannedCommand
-from harness.errors import ToolError
+from harness.errors import ToolError, ToolMissing
 from harness.model import Evaluation, Metric, Outcome
 from harness.parsers import burnlog, dcgm, gpuburn
 from harness.parsers.base import ParseResult
@@ -48,7 +51,7 @@ BURN = ("gpu_burn.ok", "gpu_burn.tflops", "gpu_burn.errors", "gpu_burn.temp_max"
 class GpuBurnParams(TelemetryParams):
     """Which engine burns the GPUs, for how long, and how hard."""
 
-    engine: Literal["gpu-burn", "builtin", "dcgm"] = "gpu-burn"
+    engine: Literal["auto", "gpu-burn", "builtin", "dcgm"] = "gpu-burn"
     duration: int = Field(60, ge=1, le=7 * 24 * 3600, description="seconds of load (gpu-burn, builtin)")
     dtype: Literal["bf16", "fp16", "tf32", "fp32", "fp64"] = Field("bf16", description="builtin engine")
     backend: Literal["auto", "torch", "cupy", "numpy"] = Field(
@@ -71,6 +74,25 @@ class GpuBurnParams(TelemetryParams):
         if v is not None and not (v.rstrip("%").isdigit() and int(v.rstrip("%")) > 0):
             raise ValueError(f"memory must be a percentage such as '90%' or megabytes, got {v!r}")
         return v
+
+
+def _backend_installed(dtype: str) -> bool:
+    """Whether the builtin engine can burn `dtype` here (found, not imported: importing takes seconds)."""
+    from importlib.util import find_spec
+
+    return find_spec("torch") is not None or (dtype not in ("bf16", "tf32") and find_spec("cupy") is not None)
+
+
+def resolved(params: GpuBurnParams) -> GpuBurnParams:
+    """`auto` made concrete (see the module docstring); other engines as they are."""
+    if params.engine != "auto":
+        return params
+    if _backend_installed(params.dtype):
+        return params.model_copy(update={"engine": "builtin"})
+    if shutil.which(params.binary):
+        return params.model_copy(update={"engine": "gpu-burn"})
+    raise ToolMissing(f"no burn engine here: the builtin {params.dtype} burn needs PyTorch (pip install "
+                      f"torch), else wilicc/gpu-burn's {params.binary} on PATH", argv=(params.binary,))
 
 
 def _kernel(params: GpuBurnParams) -> Optional[str]:
@@ -116,6 +138,11 @@ def budget_s(params: GpuBurnParams) -> float:
 
 def plan(params: GpuBurnParams, inventory: Mapping[str, Any]) -> Sequence[PlannedCommand]:
     n = len(inventory.get("gpus", []))
+    try:
+        params = resolved(params)
+    except ToolMissing as e:  # show the first choice, and why it cannot run
+        first = params.model_copy(update={"engine": "builtin"})
+        return [PlannedCommand(tuple(build_argv(first)), f"engine auto: {e}")]
     note = (f"{params.engine} on {n or 'all'} GPU(s), about {estimate_s(params):.0f} s; "
             f"telemetry every {params.telemetry_period:g} s")
     return [PlannedCommand(tuple(build_argv(params)), note)]
@@ -123,6 +150,7 @@ def plan(params: GpuBurnParams, inventory: Mapping[str, Any]) -> Sequence[Planne
 
 def run(params: GpuBurnParams, ctx: CheckContext) -> CheckOutput:
     """Run the engine, prove it did the work on every GPU, return per-GPU metrics and verdicts."""
+    params = resolved(params)
     argv = build_argv(params)
     ctx.progress(f"{params.engine}: about {estimate_s(params):.0f} s")
     # CUDA numbers GPUs fastest-first unless told otherwise; NVML (and so the inventory) by PCI bus

@@ -61,6 +61,9 @@ class Expectation(Strict):
     severity: Literal["fail", "warn"] = "fail"
     xfail: Optional[str] = Field(None, description="known issue: reason")
     note: Optional[str] = Field(None, description="where the number comes from")
+    if_measured: bool = Field(
+        False, description="judge only where a metric matches: for a rule on one variant (a dtype, a "
+        "message size) that not every suite measures; otherwise nothing measured is an error")
 
     @field_validator("reference", "lower", "upper", "min", "max")
     @classmethod
