@@ -2,8 +2,8 @@
 # GPU device check (issue 3): on a machine with a real NVIDIA GPU, exercise what the dev
 # machines cannot - NVML sampling, gpu_health, a burn with 10 Hz telemetry - and capture raw
 # tool output to turn into test data. Every step keeps its stdout, stderr and exit code under
-# $OUT and the script never stops on a failed step. About 3-4 minutes on an 8-GPU node, plus
-# POWER_S (default 120) seconds of power_headroom load.
+# $OUT and the script never stops on a failed step. About 5 minutes on an 8-GPU node (the quick
+# suite at the end included), plus POWER_S (default 120) seconds of power_headroom load.
 #
 #   prepare (a connected machine, repo root):  pip wheel -w wheels . && pip download -d wheels .
 #   run (the GPU machine, repo root):           OUT=/some/dir benchmarks/gpu_device_check.sh
@@ -90,4 +90,7 @@ else BURN=""; log "no PyTorch and no gpu_burn: the burn is left out"; fi
 step harness-run python -m harness run "$OUT/suite.yaml" --output "$OUT/runs"
 RUN_DIR=$(ls -d "$OUT"/runs/*/ 2>/dev/null | head -n 1)
 [ -n "$RUN_DIR" ] && step harness-report python -m harness report "$RUN_DIR"
+
+# 6. issue #3's done-when, literally: the shipped quick suite (profile chosen from the hardware)
+step quick-suite python -m harness run suites/quick.yaml --output "$OUT/quick"
 log "done: $OUT (steps.log, raw/, runs/)"
