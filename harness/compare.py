@@ -3,6 +3,7 @@
 Bands: with a reference r, `lower`/`upper` are fractions (r*(1-lower) .. r*(1+upper)); with a
 reference of zero they are absolute. `min`/`max` are absolute bounds and narrow the band. None
 means unbounded. Reductions (min/max/mean/sum) fold all matching metrics into one value first.
+A `sibling` expectation takes its bound from the median of the metric's siblings (siblings.py).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from harness import siblings
 from harness.config.models import Expectation
 from harness.model import Evaluation, Metric, Outcome, Status
 
@@ -39,6 +41,22 @@ def band(e: Expectation) -> tuple[float | None, float | None]:
     if e.max is not None:
         high = e.max if high is None else min(high, e.max)
     return low, high
+
+
+def sibling_rule(e: Expectation) -> siblings.SiblingRule:
+    """The SiblingRule of a `sibling` expectation: min_ratio/max_below judge the low side (higher is
+    better), max_ratio/max_above the high side."""
+    s = e.sibling
+    if s is None:
+        raise ValueError(f"{e.metric}: not a sibling expectation")
+    vary, sev = tuple(s.vary), e.severity
+    if s.min_ratio is not None:
+        return siblings.SiblingRule(e.metric, vary, 1 - s.min_ratio, "higher", s.min_siblings, sev)
+    if s.max_ratio is not None:
+        return siblings.SiblingRule(e.metric, vary, s.max_ratio - 1, "lower", s.min_siblings, sev)
+    if s.max_below is not None:
+        return siblings.SiblingRule(e.metric, vary, None, "higher", s.min_siblings, sev, s.max_below)
+    return siblings.SiblingRule(e.metric, vary, None, "lower", s.min_siblings, sev, s.max_above)
 
 
 def describe_band(low: float | None, high: float | None, unit: str) -> str:
@@ -116,6 +134,9 @@ def evaluate(rules: Iterable[Rule], metrics: Sequence[Metric]) -> tuple[Evaluati
         if not chosen:
             out.append(_error(e, rule.source, f"no metric {_selector_text(e)} was measured", e.labels))
             continue
+        if e.sibling is not None:
+            out.extend(_siblings(rule, chosen))
+            continue
         if e.reduce == "each":
             out.extend(_judge(e, rule.source, m.value, m.unit, m.labels) for m in chosen)
             continue
@@ -128,6 +149,15 @@ def evaluate(rules: Iterable[Rule], metrics: Sequence[Metric]) -> tuple[Evaluati
         labels = {**e.labels, "reduce": f"{e.reduce} of {len(chosen)}"}
         out.append(_judge(e, rule.source, value, units.pop(), labels))
     return tuple(out)
+
+
+def _siblings(rule: Rule, chosen: Sequence[Metric]) -> list[Evaluation]:
+    e, sib = rule.expectation, sibling_rule(rule.expectation)
+    units = {m.unit for m in chosen}
+    if sib.offset is not None and units != {e.unit}:
+        return [_error(e, rule.source, f"cannot add {e.unit} to the median of {e.metric} in "
+                       f"{', '.join(sorted(units))}", e.labels)]
+    return list(siblings.judge(sib, chosen, rule.source))
 
 
 def applicable(rules: Iterable[Rule], check_id: str, metric_names: Iterable[str]) -> list[Rule]:

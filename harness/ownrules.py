@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Union
 
 from harness import siblings
-from harness.compare import Rule, band, describe_band, evaluate
+from harness.compare import Rule, band, describe_band, evaluate, sibling_rule
 from harness.model import Evaluation, Metric
 
 OwnRule = Union[Rule, siblings.SiblingRule]
@@ -33,12 +33,14 @@ def describe(rule: OwnRule) -> str:
     (3 or more)  [fail; sibling rule]'."""
     if isinstance(rule, siblings.SiblingRule):
         r = rule
-        factor = 1 - r.tolerance if r.better == "higher" else 1 + r.tolerance
-        return (f"expect {r.metric}{{}} by {','.join(r.vary)}: {'>=' if r.better == 'higher' else '<='} "
-                f"{factor:.4g} x the median of its siblings ({r.min_siblings} or more)  "
+        return (f"expect {r.metric}{{}} by {','.join(r.vary)}: {r.describe()}  "
                 f"[{r.severity}; {siblings.SOURCE}]")
     ex = rule.expectation
     sel = ",".join(f"{k}={v}" for k, v in sorted(ex.labels.items()))
+    if ex.sibling is not None:
+        sib = sibling_rule(ex)
+        return (f"expect {ex.metric}{{{sel}}} by {','.join(sib.vary)}: {sib.describe(ex.unit)}"
+                f"  [{ex.severity}{', if measured' if ex.if_measured else ''}; {rule.source}]")
     lo, hi = band(ex)
     return (f"expect {ex.metric}{{{sel}}} {ex.reduce}: {describe_band(lo, hi, ex.unit)}"
             f"  [{ex.severity}{', xfail' if ex.xfail else ''}{', if measured' if ex.if_measured else ''}; "

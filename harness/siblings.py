@@ -2,10 +2,11 @@
 
 Pure. Siblings are metrics with the same name and the same labels except the `vary` ones
 (e.g. `device` for HCAs, `src`/`dst` for GPU pairs). In each group of at least
-`min_siblings`, a metric more than `tolerance` (a fraction) worse than the group median
-fails, and its evaluation names it; a group with no outlier gives one passing evaluation
-for its worst member. "Worse" follows the metric's better direction (higher or lower).
-Any check can call `judge()` and return the evaluations in its CheckOutput.
+`min_siblings`, a metric more than `tolerance` (a fraction) or `offset` (in the metric's
+unit) worse than the group median fails, and its evaluation names it; a group with no outlier
+gives one passing evaluation for its worst member. "Worse" follows the metric's better
+direction (higher or lower). Checks call `judge()` with their own rules; profiles and suites
+state them as `sibling` expectations (compare.sibling_rule).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Optional
 
 from harness.model import Evaluation, LabelValue, Metric, Outcome
 
@@ -26,16 +27,42 @@ class SiblingRule:
 
     metric: str
     vary: tuple[str, ...]
-    tolerance: float = 0.10
+    tolerance: Optional[float] = 0.10  # a fraction of the median; None when `offset` is given
     better: Literal["higher", "lower"] = "higher"
     min_siblings: int = 3
     severity: Literal["fail", "warn"] = "fail"
+    offset: Optional[float] = None  # an absolute allowance in the metric's unit (10 for "+10 C")
 
     def __post_init__(self) -> None:
-        if not 0 < self.tolerance < 1:
+        if (self.tolerance is None) == (self.offset is None):
+            raise ValueError("a sibling rule takes a tolerance (fraction) or an offset, not both")
+        if self.tolerance is not None and not 0 < self.tolerance < 1:
             raise ValueError(f"sibling tolerance must be a fraction between 0 and 1, got {self.tolerance}")
+        if self.offset is not None and not self.offset > 0:
+            raise ValueError(f"sibling offset must be positive, got {self.offset}")
         if not self.vary:
             raise ValueError("a sibling rule needs at least one varying label")
+
+    def bound(self, median: float) -> float:
+        """The worst value allowed in a group with this median."""
+        sign = -1 if self.better == "higher" else 1
+        if self.offset is not None:
+            return median + sign * self.offset
+        return median * (1 + sign * (self.tolerance or 0.0))
+
+    def allowed(self, unit: str) -> str:
+        """'5%' or '10 C': how far from the median is still fine."""
+        return f"{self.offset:g} {unit}" if self.offset is not None else f"{(self.tolerance or 0) * 100:g}%"
+
+    def describe(self, unit: str = "") -> str:
+        """'>= 0.95 x the median of its siblings (3 or more)', '<= the median of its siblings + 10 C ...'."""
+        op = ">=" if self.better == "higher" else "<="
+        if self.offset is not None:
+            sign = "-" if self.better == "higher" else "+"
+            where = f"the median of its siblings {sign} {self.offset:g} {unit}"
+        else:
+            where = f"{self.bound(1.0):.4g} x the median of its siblings"
+        return f"{op} {where.rstrip()} ({self.min_siblings} or more)"
 
 
 def _name(labels: Mapping[str, LabelValue], vary: Sequence[str]) -> str:
@@ -66,20 +93,21 @@ def judge(rule: SiblingRule, metrics: Sequence[Metric], source: str = SOURCE) ->
         if len(group) < rule.min_siblings:
             continue
         median = statistics.median(m.value for m in group)
-        if median <= 0:
-            continue
+        if median <= 0 and rule.offset is None:
+            continue  # a fraction of nothing: no bound
         higher = rule.better == "higher"
-        bound = median * (1 - rule.tolerance) if higher else median * (1 + rule.tolerance)
+        bound = rule.bound(median)
         low, high = (bound, None) if higher else (None, bound)
         outliers = [m for m in group if (m.value < bound if higher else m.value > bound)]
         unit = group[0].unit
         what = ",".join(rule.vary)
         if outliers:
             for m in outliers:
-                off = abs(m.value - median) / median * 100
+                off = (f"{_fmt(abs(m.value - median))} {unit}" if rule.offset is not None
+                       else f"{abs(m.value - median) / median * 100:.1f}%")
                 msg = (f"{_name(m.labels, rule.vary)} measured {_fmt(m.value)} {unit}, "
-                       f"{off:.1f}% {'below' if higher else 'above'} the median {_fmt(median)} {unit} "
-                       f"of its {len(group)} siblings (by {what}); allowed {rule.tolerance * 100:g}%")
+                       f"{off} {'below' if higher else 'above'} the median {_fmt(median)} {unit} "
+                       f"of its {len(group)} siblings (by {what}); allowed {rule.allowed(unit)}")
                 outcome = Outcome.FAIL if rule.severity == "fail" else Outcome.WARN
                 result.append(Evaluation(m.name, dict(m.labels), outcome, rule.severity, m.value, unit,
                                          median, low, high, "each", msg, None, source))
@@ -88,7 +116,7 @@ def judge(rule: SiblingRule, metrics: Sequence[Metric], source: str = SOURCE) ->
         common = {k: v for k, v in group[0].labels.items() if k not in rule.vary}
         msg = (f"{'slowest' if higher else 'worst'} of {len(group)} (by {what}) is "
                f"{_name(worst.labels, rule.vary)} at {_fmt(worst.value)} {unit}, within "
-               f"{rule.tolerance * 100:g}% of the median {_fmt(median)} {unit}")
+               f"{rule.allowed(unit)} of the median {_fmt(median)} {unit}")
         result.append(Evaluation(rule.metric, common, Outcome.PASS, rule.severity, worst.value, unit,
                                  median, low, high, "min" if higher else "max", msg, None, source))
     return tuple(result)

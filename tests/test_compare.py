@@ -93,6 +93,42 @@ def test_if_measured_rule_is_silent_when_its_variant_did_not_run_and_judged_when
     assert [e.outcome for e in evaluate([Rule(rule, "h200")], slow)] == [Outcome.FAIL, Outcome.PASS]
 
 
+def test_profile_sibling_expectations_ratio_and_offset():
+    tflops = [Metric("gpu_burn.tflops", v, "TFLOPS", {"gpu": i, "dtype": "bf16"})
+              for i, v in enumerate([790, 785, 792, 700, 788, 791, 789, 786])]
+    slow = Expectation(metric="gpu_burn.tflops", labels={"dtype": "bf16"}, unit="TFLOPS",
+                       sibling={"min_ratio": 0.95})
+    (ev,) = evaluate([Rule(slow, "h200")], tflops)
+    assert ev.outcome is Outcome.FAIL and ev.labels["gpu"] == 3 and ev.source == "h200"
+    assert ev.low == pytest.approx(0.95 * 788.5) and "11.2% below the median 788.5 TFLOPS" in ev.message
+    hot = Expectation(metric="gpu.temp_max", unit="C", sibling={"max_above": 10}, severity="warn")
+    temps = [Metric("gpu.temp_max", v, "C", {"gpu": i}) for i, v in enumerate([70, 71, 83, 72])]
+    (ev,) = evaluate([Rule(hot, "p")], temps)
+    assert ev.outcome is Outcome.WARN and ev.labels == {"gpu": 2} and ev.high == 81.5
+    assert status_of([ev]) is Status.WARNED
+    # too few siblings: nothing to judge; nothing measured at all: an error, as for any rule
+    assert evaluate([Rule(hot, "p")], temps[:2]) == ()
+    (missing,) = evaluate([Rule(hot, "p")], [])
+    assert missing.outcome is Outcome.ERROR
+    # an offset in another unit than the metric's cannot be added to its median
+    fahrenheit = [Metric("gpu.temp_max", 160.0 + i, "F", {"gpu": i}) for i in range(3)]
+    (bad_unit,) = evaluate([Rule(hot, "p")], fahrenheit)
+    assert bad_unit.outcome is Outcome.ERROR and "cannot add C" in bad_unit.message
+
+
+@pytest.mark.parametrize("fields, why", [
+    ({"sibling": {"min_ratio": 0.9, "max_above": 10}}, "exactly one of"),
+    ({"sibling": {}}, "exactly one of"),
+    ({"sibling": {"min_ratio": 0.9}, "min": 700}, "no reference, lower, upper, min or max"),
+    ({"sibling": {"min_ratio": 1.2}}, "less than 1"),
+    ({"sibling": {"max_ratio": 1.1}, "reduce": "min"}, "no reduce"),
+    ({"sibling": {"max_ratio": 1.1}, "xfail": "ticket"}, "cannot be a known issue"),
+])
+def test_sibling_expectations_are_validated(fields, why):
+    with pytest.raises(ValueError, match=why):
+        Expectation.model_validate({"metric": "gpu_burn.tflops", "unit": "TFLOPS", **fields})
+
+
 def test_label_values_compare_as_text():
     m = Metric("nccl.busbw", 400.0, "GB/s", {"size": 8589934592})
     (ev,) = one(exp(metric="nccl.busbw", labels={"size": "8589934592"}, min=300), [m])

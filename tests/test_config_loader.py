@@ -255,6 +255,32 @@ def test_expectation_metric_and_unit_against_catalogue_and_kind(tmp_path: Path) 
     ]
 
 
+def test_profile_sibling_expectations_load_and_their_mistakes_are_located(tmp_path: Path) -> None:
+    good = write(tmp_path, "good.yaml", """\
+        name: good
+        expectations:
+          - {metric: gpu_burn.tflops, sibling: {min_ratio: 0.95}, unit: TFLOPS}
+          - {metric: gpu.temp_max, sibling: {vary: [gpu], max_above: 10}, unit: C, severity: warn}
+          - {metric: gpu_burn.tflops, min: 711, unit: TFLOPS}
+        """)
+    exps = load_profile(good).profile.expectations
+    assert [(e.metric, e.sibling is not None) for e in exps] == [
+        ("gpu_burn.tflops", True), ("gpu.temp_max", True), ("gpu_burn.tflops", False)]
+    assert exps[1].sibling is not None and exps[1].sibling.vary == ["gpu"] and exps[1].sibling.max_above == 10
+    bad = write(tmp_path, "bad.yaml", """\
+        name: bad
+        expectations:
+          - {metric: gpu_burn.tflops, sibling: {min_ratio: 0.95, max_below: 30}, unit: TFLOPS}
+          - {metric: gpu.temp_max, sibling: {max_above: 10, spread: 3}, unit: C}
+          - {metric: gpu.temp_max, sibling: {max_above: 10}, max: 90, unit: C}
+        """)
+    found = [str(p) for p in problems_of(bad, load_profile)]
+    assert len(found) == 3, found
+    assert found[0].startswith(f"{bad}:3:") and "exactly one of min_ratio, max_ratio" in found[0]
+    assert found[1].startswith(f"{bad}:4:") and "spread" in found[1]
+    assert found[2].startswith(f"{bad}:5:") and "no reference, lower, upper, min or max" in found[2]
+
+
 def test_suite_must_be_a_mapping(tmp_path: Path) -> None:
     (p,) = problems_of(write(tmp_path, "s.yaml", "- a\n- b\n"))
     assert (p.line, p.col) == (1, 1) and "must be a mapping" in p.message

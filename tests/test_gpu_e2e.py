@@ -102,3 +102,25 @@ def test_no_gpu_node_skips_with_the_reason(tmp_path: Path, monkeypatch):
     assert code == 0
     assert [(c["status"], c["message"]) for c in rec["checks"]] == [
         ("skipped", "no NVIDIA GPU: NVML not loadable: Unknown")] * 2
+
+
+def test_the_profile_marks_the_hot_gpu_against_its_siblings(tmp_path: Path, monkeypatch):
+    """The issue's example rule `gpu.temp_max <= median + 10 C`, stated in the profile, with the
+    real runner, compare and report; min_siblings 2 because the captured gpu_burn ran 2 GPUs."""
+    install(monkeypatch, [FakeGpu(temp=62.0), FakeGpu(temp=85.0)])
+    (tmp_path / "p.yaml").write_text(
+        "name: hot-sibling\nhardware: {gpu: {models: [\"NVIDIA H200\"], count: 2}}\nexpectations:\n"
+        "  - {metric: gpu.temp_max, sibling: {max_above: 10, min_siblings: 2}, unit: C,\n"
+        "     note: cooling of one GPU}\n")
+    out = tmp_path / "reports"
+    code = app.run(suite=str(suite(tmp_path)), profile=str(tmp_path / "p.yaml"), output=out)
+    (run_dir,) = [p for p in out.iterdir() if (p / "results.json").is_file()]
+    rec = RunRecord.from_dict(json.loads((run_dir / "results.json").read_text()))
+    assert code == 1 and rec.verdict == "REJECTED"
+    burn = rec.checks[1]
+    (bad,) = [e for e in burn.evaluations if e.metric == "gpu.temp_max" and e.outcome.value == "fail"]
+    assert bad.labels == {"gpu": 1} and bad.measured == 85.0 and bad.high == 83.5
+    assert bad.message == ("gpu1 measured 85 C, 11.5 C above the median 73.5 C of its 2 siblings (by gpu); "
+                           "allowed 10 C") and bad.source == "hot-sibling"
+    html = (run_dir / "report.html").read_text()
+    assert "11.5 C above the median 73.5 C" in html

@@ -84,3 +84,31 @@ def test_warn_severity_small_groups_and_zero_medians():
 def test_bad_rules_are_refused(kw):
     with pytest.raises(ValueError):
         SiblingRule(**{"metric": "rdma.bw_avg", "vary": ("device",), **kw})
+
+
+def gpu(i: int, value: float, name: str = "gpu.temp_max", unit: str = "C") -> Metric:
+    return Metric(name, value, unit, {"gpu": i})
+
+
+def test_an_offset_rule_names_the_gpu_more_than_10_c_above_the_median():
+    rule = SiblingRule("gpu.temp_max", ("gpu",), None, "lower", offset=10)
+    temps = [gpu(i, t) for i, t in enumerate([71, 72, 70, 73, 84, 71, 72, 70])]
+    (bad,) = judge(rule, temps)
+    assert bad.outcome is Outcome.FAIL and bad.labels == {"gpu": 4} and bad.high == 81.5
+    assert bad.message == ("gpu4 measured 84 C, 12.5 C above the median 71.5 C of its 8 siblings "
+                           "(by gpu); allowed 10 C")
+    (ok,) = judge(rule, temps[:4] + temps[5:])
+    assert ok.outcome is Outcome.PASS and ok.message == ("worst of 7 (by gpu) is gpu3 at 73 C, within "
+                                                         "10 C of the median 71 C")
+    assert rule.describe("C") == "<= the median of its siblings + 10 C (3 or more)"
+
+
+def test_a_rule_takes_a_tolerance_or_an_offset_never_both_or_neither():
+    with pytest.raises(ValueError, match="not both"):
+        SiblingRule("gpu.temp_max", ("gpu",), 0.1, "lower", offset=10)
+    with pytest.raises(ValueError, match="not both"):
+        SiblingRule("gpu.temp_max", ("gpu",), None, "lower")
+    with pytest.raises(ValueError, match="positive"):
+        SiblingRule("gpu.temp_max", ("gpu",), None, "lower", offset=-1)
+    assert SiblingRule("gpu_burn.tflops", ("gpu",), 0.05).describe() == \
+        ">= 0.95 x the median of its siblings (3 or more)"

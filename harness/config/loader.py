@@ -262,7 +262,7 @@ def _merge_model(parent: BaseModel, child: BaseModel) -> BaseModel:
 
 
 def _exp_key(e: Expectation) -> tuple[Any, ...]:
-    return (e.metric, tuple(sorted((k, str(v)) for k, v in e.labels.items())), e.check)
+    return (e.metric, tuple(sorted((k, str(v)) for k, v in e.labels.items())), e.check, e.sibling is not None)
 
 
 def merge_profiles(parent: Profile, child: Profile) -> Profile:

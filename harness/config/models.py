@@ -41,8 +41,39 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class SiblingBand(Strict):
+    """A bound from the median of a metric's siblings (the same labels but `vary`): exactly one of
+    min_ratio (>= that x the median), max_ratio (<=), max_below (>= the median minus that, in the
+    expectation's unit) or max_above (<= the median plus that)."""
+
+    vary: list[str] = Field(default_factory=lambda: ["gpu"], min_length=1,
+                            description="the labels that tell siblings apart (gpu; device; src, dst)")
+    min_ratio: Optional[float] = Field(None, gt=0, lt=1, description="0.95: at least 95% of the median")
+    max_ratio: Optional[float] = Field(None, gt=1, lt=100, description="1.15: at most 115% of the median")
+    max_below: Optional[float] = Field(None, gt=0, description="at most this far below the median (unit)")
+    max_above: Optional[float] = Field(None, gt=0, description="at most this far above the median (unit)")
+    min_siblings: int = Field(3, ge=2, le=1024, description="smaller groups are not judged")
+
+    @field_validator("min_ratio", "max_ratio", "max_below", "max_above")
+    @classmethod
+    def _finite(cls, v: Optional[float]) -> Optional[float]:
+        if v is not None and not math.isfinite(v):
+            raise ValueError("must be a finite number")
+        return v
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> SiblingBand:
+        given = [k for k in ("min_ratio", "max_ratio", "max_below", "max_above")
+                 if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of min_ratio, max_ratio, max_below, max_above"
+                             + (f" (got {', '.join(given)})" if given else ""))
+        return self
+
+
 class Expectation(Strict):
-    """One rule: a metric (with a label selector) against a reference band or absolute bounds."""
+    """One rule: a metric (with a label selector) against a reference band or absolute bounds, or
+    against the median of its siblings (`sibling`)."""
 
     metric: str = Field(min_length=1, description="metric name, e.g. fio.bw")
     labels: dict[str, LabelValue] = Field(default_factory=dict, description="label selector")
@@ -64,6 +95,8 @@ class Expectation(Strict):
     if_measured: bool = Field(
         False, description="judge only where a metric matches: for a rule on one variant (a dtype, a "
         "message size) that not every suite measures; otherwise nothing measured is an error")
+    sibling: Optional[SiblingBand] = Field(
+        None, description="judge each metric against the median of its siblings instead of fixed bounds")
 
     @field_validator("reference", "lower", "upper", "min", "max")
     @classmethod
@@ -81,6 +114,15 @@ class Expectation(Strict):
 
     @model_validator(mode="after")
     def _has_bounds(self) -> Expectation:
+        if self.sibling is not None:
+            if any(v is not None for v in (self.reference, self.lower, self.upper, self.min, self.max)):
+                raise ValueError("a sibling rule takes its bounds from the median: no reference, "
+                                 "lower, upper, min or max")
+            if self.reduce != "each":
+                raise ValueError("a sibling rule judges each metric: no reduce")
+            if self.xfail is not None:
+                raise ValueError("a sibling rule cannot be a known issue (xfail): give the GPU's own rule")
+            return self
         if self.reference is None and self.min is None and self.max is None:
             raise ValueError("give a reference (with lower/upper) or min/max")
         if self.reference is not None and self.lower is None and self.upper is None \
