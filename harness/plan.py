@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from harness import ownrules
@@ -65,7 +65,11 @@ def build(suite: LoadedSuite, profile: LoadedProfile, only: Sequence[str] = (),
     profile_rules = [Rule(e, profile.profile.name) for e in profile.profile.expectations]
     profile_rules += hardware_rules(profile.profile)
     plan = []
+    hardware = profile.profile.hardware.model_dump()
     for rc in select_checks(suite, only, skip):
+        params = rc.kind.with_profile(rc.params, hardware)
+        if params is not rc.params:
+            rc = replace(rc, params=params)
         names = rc.kind.metric_specs(rc.params).keys()
         rules = applicable(profile_rules, rc.spec.id, names)
         rules += [Rule(e, f"suite {suite.suite.name}") for e in rc.spec.expect]

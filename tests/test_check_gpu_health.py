@@ -122,3 +122,24 @@ def test_plan_lists_the_log_command():
     cmds = KIND.plan(GpuHealthParams(xid_source="journal", xid_window_h=6), {})
     assert cmds[0].argv == ("journalctl", "-k", "--no-pager", "-o", "short-iso", "--since=-6h")
     assert [c.argv for c in KIND.plan(GpuHealthParams(xid_source="none"), {})] == [("NVML",)]
+
+
+def test_the_profile_sets_the_site_xid_policy_unless_the_suite_does(tmp_path: Path):
+    from clihelp import harness, write
+
+    from harness.config import load_profile, load_suite
+    from harness.plan import build
+
+    profile = write(tmp_path / "site.yaml", "name: site\nextends: h100-sxm-8x\n"
+                    "hardware: {gpu: {xid_critical: [13, 79]}}\n")
+    suite = write(tmp_path / "s.yaml", "name: s\nchecks:\n  - {id: plain, kind: gpu_health}\n"
+                  "  - {id: own, kind: gpu_health, params: {xid_critical: [48]}}\n")
+    plain, own = build(load_suite(suite), load_profile(profile))
+    assert plain.check.params.xid_critical == [13, 79] and own.check.params.xid_critical == [48]
+    assert load_profile(profile).profile.hardware.gpu.count == 8  # the rest of the parent's gpu block stays
+    r = harness("run", str(suite), "--profile", str(profile), "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "(critical XIDs 13, 79)" in r.stdout and "(critical XIDs 48)" in r.stdout
+    bad = write(tmp_path / "bad.yaml", "name: bad\nhardware: {gpu: {xid_critical: [13, 0]}}\n")
+    r = harness("validate", str(bad))
+    assert r.returncode == 2 and f"{bad}:2:" in r.stderr and "greater than or equal to 1" in r.stderr

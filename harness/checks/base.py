@@ -144,6 +144,13 @@ class CheckKind:
     # The rules the kind adds itself from its params (a max_error_delta, a sibling tolerance):
     # run() judges with exactly these (ownrules.judge) and --dry-run lists them (ownrules.describe).
     own_rules: Callable[[Any], Sequence[OwnRule]] | None = None
+    # Params with the profile's settings filled in where the suite left them unset (the profile's
+    # hardware block as a dict); applied once when the plan is built, so run and --dry-run agree.
+    profile_defaults: Callable[[Any, Mapping[str, Any]], Any] | None = None
+
+    def with_profile(self, params: Any, hardware: Mapping[str, Any]) -> Any:
+        """`params` completed from the profile (unchanged when the kind takes nothing from it)."""
+        return self.profile_defaults(params, hardware) if self.profile_defaults is not None else params
 
     def rules_of(self, params: Any) -> Sequence[OwnRule]:
         """The kind's own rules for these params (none when it has no own_rules)."""

@@ -40,7 +40,8 @@ class GpuHealthParams(Params):
         "dmesg", description="where XIDs are read: dmesg (since boot), journal (journalctl -k), none")
     xid_window_h: float = Field(24.0, gt=0, le=24 * 365, description="hours of journal to read (journal)")
     xid_critical: list[int] = Field(default_factory=lambda: list(DEFAULT_CRITICAL_XIDS),
-                                    description="XID codes that fail the check")
+                                    description="XID codes that fail the check; unset, the profile's "
+                                    "hardware.gpu.xid_critical, else the DCGM/AzNHC set")
     require_persistence: bool = True
     require_ecc: bool = True
     retired_pages_warn: int = Field(15, ge=0, description="retired pages from which the check warns")
@@ -61,6 +62,14 @@ def xid_argv(params: GpuHealthParams) -> list[str] | None:
     if params.xid_source == "journal":
         return ["journalctl", "-k", "--no-pager", "-o", "short-iso", f"--since=-{params.xid_window_h:g}h"]
     return None
+
+
+def profile_defaults(params: GpuHealthParams, hardware: Mapping[str, Any]) -> GpuHealthParams:
+    """The profile's hardware.gpu.xid_critical, unless the suite set xid_critical itself."""
+    policy = (hardware.get("gpu") or {}).get("xid_critical")
+    if policy is None or "xid_critical" in params.model_fields_set:
+        return params
+    return params.model_copy(update={"xid_critical": list(policy)})
 
 
 def plan(params: GpuHealthParams, inventory: Mapping[str, Any]) -> Sequence[PlannedCommand]:
@@ -224,4 +233,5 @@ KIND = CheckKind(
     plan=plan,
     needs=frozenset({"gpu"}),
     estimate_s=lambda _p: 2.0,
+    profile_defaults=profile_defaults,
 )
