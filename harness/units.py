@@ -5,6 +5,7 @@ Bandwidth GB/s (10^9 B/s), latency us, power W, temperature C, compute TFLOPS, s
 
 from __future__ import annotations
 
+import math
 from typing import overload
 
 GBPS = "GB/s"
@@ -73,6 +74,13 @@ def parse_size(text: str | int) -> int:
         return int(float(num) * _TO_BYTES[norm])
     except KeyError:
         raise ValueError(f"unknown size suffix in {text!r}") from None
+
+
+def check_finite(v: float | None) -> float | None:
+    """v unchanged when it is None or a finite number; else ValueError (for pydantic validators)."""
+    if v is not None and not math.isfinite(v):
+        raise ValueError("must be a finite number")
+    return v
 
 
 @overload

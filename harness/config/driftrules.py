@@ -7,10 +7,11 @@ or a growth per 90 days (counters and wear such as corrected ECC or NVMe percent
 
 from __future__ import annotations
 
-import math
 from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from harness.units import check_finite
 
 LabelValue = Union[str, int]
 MIN_RATE_DAYS = 30.0  # a growth rate is measured over at least this many days
@@ -41,9 +42,7 @@ class DriftRule(BaseModel):
     @field_validator("max_drop_pct", "max_rise_pct", "max_growth", "max_growth_per_90d")
     @classmethod
     def _finite(cls, v: Optional[float]) -> Optional[float]:
-        if v is not None and not math.isfinite(v):
-            raise ValueError("must be a finite number")
-        return v
+        return check_finite(v)
 
     @model_validator(mode="after")
     def _has_limit(self) -> DriftRule:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Annotated, Any, Literal, Optional, Union
 
@@ -10,7 +9,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from harness.config.driftrules import DriftRule
 from harness.config.factrule import FactRule
-from harness.units import UNITS
+from harness.units import UNITS, check_finite
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
 _SCALE = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
@@ -57,9 +56,7 @@ class SiblingBand(Strict):
     @field_validator("min_ratio", "max_ratio", "max_below", "max_above")
     @classmethod
     def _finite(cls, v: Optional[float]) -> Optional[float]:
-        if v is not None and not math.isfinite(v):
-            raise ValueError("must be a finite number")
-        return v
+        return check_finite(v)
 
     @model_validator(mode="after")
     def _one_bound(self) -> SiblingBand:
@@ -101,9 +98,7 @@ class Expectation(Strict):
     @field_validator("reference", "lower", "upper", "min", "max")
     @classmethod
     def _finite(cls, v: Optional[float]) -> Optional[float]:
-        if v is not None and not math.isfinite(v):
-            raise ValueError("must be a finite number")
-        return v
+        return check_finite(v)
 
     @field_validator("unit")
     @classmethod
