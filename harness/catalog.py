@@ -38,6 +38,7 @@ METRICS: Mapping[str, MetricSpec] = {
     "host.nvme_count": MetricSpec(COUNT, N, "NVMe namespaces seen"),
     "host.nics_up": MetricSpec(COUNT, N, "network interfaces with link up"),
     "gpu.count": MetricSpec(COUNT, N, "GPUs visible through NVML"),
+    "gpu.memory": MetricSpec(BYTES, H, "a GPU's total memory as NVML reports it, label gpu"),
     # fio
     "fio.iops": MetricSpec(IOPS, H, "I/O operations per second, per job and direction"),
     "fio.bw": MetricSpec(GBPS, H, "bandwidth per job and direction"),

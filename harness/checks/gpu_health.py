@@ -1,5 +1,6 @@
 """Check kind `gpu_health`: the quick GPU health gate that runs first in a suite.
 
+The GPUs against the profile's hardware.gpu: count, model and memory (checks/gpu_identity).
 From NVML (platform/nvml, the only NVML edge): persistence and ECC modes, volatile and
 aggregate ECC counters, retired pages (DCGM-like limits: 15 warns, 60 fails, pending fails),
 row remapping (failure or pending fails), NVLink links down, and the PCIe link. From the kernel
@@ -18,6 +19,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from harness import catalog
+from harness.checks import gpu_identity
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.errors import ToolError
 from harness.model import Evaluation, Metric, Outcome
@@ -30,7 +32,7 @@ DEFAULT_CRITICAL_XIDS = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)
 METRICS = ("gpu.persistence_mode", "gpu.ecc_mode", "gpu.ecc_corrected", "gpu.ecc_uncorrected",
            "gpu.retired_pages", "gpu.retired_pending", "gpu.remapped_rows", "gpu.remap_pending",
            "gpu.remap_failure", "gpu.pcie_gen", "gpu.pcie_width", "gpu.nvlink_down", "gpu.xid",
-           "gpu.xid_critical")
+           "gpu.xid_critical", "gpu.memory")
 
 
 class GpuHealthParams(Params):
@@ -198,6 +200,9 @@ def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
     own = [Evaluation("gpu.lost", {"gpu": h.gpu}, Outcome.FAIL, "fail", 1.0, COUNT, None, None, 0.0, "each",
                       f"GPU {h.gpu} does not answer NVML: {h.error}", None, SOURCE) for h in lost]
     own += _verdicts(found, len(health) - len(lost))
+    inventory_gpus = ctx.inventory.get("gpus", [])
+    metrics += gpu_identity.memory_metrics(inventory_gpus)
+    own += gpu_identity.judge(inventory_gpus, ctx.hardware.get("gpu") or {})
     idle_gen = [f"GPU {h.gpu} Gen{h.pcie_gen} of Gen{h.pcie_gen_max}" for h in health
                 if h.pcie_gen is not None and h.pcie_gen_max is not None and h.pcie_gen < h.pcie_gen_max]
     if idle_gen:

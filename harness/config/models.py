@@ -173,6 +173,8 @@ class GpuHardware(Strict):
     models: list[str] = Field(default_factory=list, description="NVML names that match, e.g. "
                               "'NVIDIA H100 80GB HBM3'")
     count: int = Field(0, ge=0, le=64)
+    memory_min_bytes: Optional[int] = Field(None, gt=0, description="each GPU's total memory as NVML "
+                                            "reports it, at least (80000000000 for an 80 GB part)")
     xid_critical: Optional[list[Annotated[int, Field(ge=1, le=999)]]] = Field(
         None, description="XID codes that fail their GPU in gpu_health: the site's policy (sites "
         "disagree); unset, the DCGM/AzNHC set 48 63 64 74 79 92 94 95 119 120; a suite's own "

@@ -1,0 +1,68 @@
+"""gpu_health's identity rules (pure): the GPUs NVML sees against the profile's hardware.gpu.
+
+Count, model and memory of each GPU, from the inventory (NVML name and total memory). A GPU of
+another model or with less memory than the profile states fails on that GPU; fewer or more GPUs
+than the profile's count fail the node. Nothing is judged where the profile states nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness.model import Evaluation, Metric, Outcome
+from harness.units import BYTES, COUNT
+
+SOURCE = "profile hardware.gpu"
+
+
+def _gb(n: float) -> str:
+    """Decimal gigabytes, as GPU memory is sold: 85520809984 -> '85.5 GB'."""
+    return f"{n / 1e9:,.1f} GB"
+
+
+def memory_metrics(gpus: Sequence[Mapping[str, Any]]) -> list[Metric]:
+    """gpu.memory per GPU (bytes, NVML's total), where the inventory has it."""
+    return [Metric("gpu.memory", float(g["memory_bytes"]), BYTES, {"gpu": i})
+            for i, g in enumerate(gpus) if isinstance(g.get("memory_bytes"), (int, float))]
+
+
+def judge(gpus: Sequence[Mapping[str, Any]], expected: Mapping[str, Any]) -> list[Evaluation]:
+    """Evaluations of count, model and memory; one passing row per rule that found nothing wrong."""
+    out: list[Evaluation] = []
+    count = expected.get("count") or 0
+    models = [str(m) for m in expected.get("models") or []]
+    min_mem = expected.get("memory_min_bytes")
+    shown = f"{count} x {models[0] if models else 'GPU'}"
+    if count:
+        n = len(gpus)
+        ok = n == count
+        msg = (f"NVML sees {n} GPUs, as the profile expects" if ok
+               else f"NVML sees {n} GPUs; the profile expects {shown}")
+        out.append(Evaluation("gpu.count", {}, Outcome.PASS if ok else Outcome.FAIL, "fail", float(n), COUNT,
+                              float(count), float(count), float(count), "each", msg, None, SOURCE))
+    if models:
+        wanted = {m.lower() for m in models}
+        names = [str(g.get("name") or "") for g in gpus]
+        odd = [(i, name) for i, name in enumerate(names) if name.lower() not in wanted]
+        for i, name in odd:
+            out.append(Evaluation("gpu.model", {"gpu": i}, Outcome.FAIL, "fail", None, COUNT, None, None,
+                                  None, "each", f"GPU {i} is {name or 'unnamed'}; the profile expects "
+                                  f"{' or '.join(models)}", None, SOURCE))
+        if gpus and not odd:
+            msg = f"all {len(gpus)} GPUs are {' or '.join(sorted(set(names)))}"
+            out.append(Evaluation("gpu.model", {}, Outcome.PASS, "fail", None, COUNT, None, None, None,
+                                  "each", msg, None, SOURCE))
+    if min_mem:
+        mem = memory_metrics(gpus)
+        small = [m for m in mem if m.value < min_mem]
+        for m in small:
+            out.append(Evaluation("gpu.memory", dict(m.labels), Outcome.FAIL, "fail", m.value, BYTES, None,
+                                  float(min_mem), None, "each", f"GPU {m.labels['gpu']} has {_gb(m.value)}; "
+                                  f"the profile expects at least {_gb(min_mem)}", None, SOURCE))
+        if mem and not small:
+            least = min(mem, key=lambda m: m.value)
+            out.append(Evaluation("gpu.memory", {}, Outcome.PASS, "fail", least.value, BYTES, None,
+                                  float(min_mem), None, "min", f"every GPU has at least {_gb(least.value)} "
+                                  f"(profile: {_gb(min_mem)})", None, SOURCE))
+    return out
