@@ -47,3 +47,17 @@ def test_one_line_is_bounded_and_survives_odd_output():
     line = one_line(printed, 1, 2.04)
     assert line.startswith("harness: REJECTED: 0 passed, 2 failed | FAILED a: yyy") and len(line) == 500
     assert one_line("", 2, 0.0) == "harness: exit 2 (0.0 s)"
+
+
+def test_a_gate_whose_tool_is_missing_says_errored_and_exits_3(tmp_path: Path):
+    """No hardware verdict: Slurm still drains on any non-zero prolog status, but the line and
+    the code tell the operator to fix the node's software, not to RMA it."""
+    suite = write(tmp_path / "gate.yaml", "name: gate\nchecks:\n  - id: probe\n    kind: command\n"
+                  "    params: {argv: [no-such-health-probe]}\n")
+    profile = write(tmp_path / "lenient.yaml", LENIENT)
+    r = harness("run", str(suite), "-q", "--history", "off", "--profile", str(profile), "--output",
+                str(tmp_path / "o"), env=env(tmp_path))
+    assert r.returncode == 3, r.stdout + r.stderr
+    (line,) = r.stdout.splitlines()
+    assert line.startswith("harness: ERRORED: 0 passed, 0 warned, 0 failed, 1 errored")
+    assert " | ERRORED probe: no-such-health-probe not found on PATH" in line
