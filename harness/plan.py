@@ -117,6 +117,7 @@ def render_dry_run(suite: LoadedSuite, profile: LoadedProfile, profile_reason: s
     the profile's and the suite's expectations, then the kind's own rules from its params."""
     from harness import telemetry
 
+    hardware = profile.profile.hardware.model_dump()
     lines = [f"suite   {suite.suite.name}  ({suite.path})",
              f"profile {profile.profile.name}  ({profile.path}; {profile_reason})",
              f"checks  {len(plan)}   --allow-destructive: {'yes' if allow_destructive else 'no'}", ""]
@@ -139,12 +140,15 @@ def render_dry_run(suite: LoadedSuite, profile: LoadedProfile, profile_reason: s
         for cmd in commands:
             lines.append(f"   $ {shlex.join(cmd.argv)}" + (f"   # {cmd.note}" if cmd.note else ""))
         own = [*c.kind.rules_of(c.params), *telemetry.own_rules(c.params)]
+        built_in = [*(c.kind.verdicts(c.params, hardware) if c.kind.verdicts else ()),
+                    *telemetry.verdicts(c.params)]
         if c.kind.name == "config_audit":
             from harness.config.factrule import plan_lines
 
             lines += plan_lines(profile.profile.name, profile.profile.config, getattr(c.params, "rules", []))
-        elif not pc.rules and not own:
+        elif not pc.rules and not own and not built_in:
             lines.append("   (no expectations: metrics are recorded only)")
+        lines += [f"   verdict: {v}" for v in built_in]
         lines += [f"   {ownrules.describe(r)}" for r in (*pc.rules, *own)]
         lines.append("")
     return "\n".join(lines)

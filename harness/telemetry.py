@@ -46,6 +46,15 @@ def own_rules(params: Any) -> list[siblings.SiblingRule]:
     return [siblings.SiblingRule("gpu.temp_max", ("gpu",), params.sibling_temp_tolerance, "lower")]
 
 
+def verdicts(params: Any) -> list[str]:
+    """The telemetry's built-in verdicts, for --dry-run: only kinds that take TelemetryParams list them
+    (every check samples when the node has GPUs, but these are the ones that load them)."""
+    if not isinstance(params, TelemetryParams):
+        return []
+    return ["a GPU that stops answering NVML during the check fails (telemetry)",
+            "a busy GPU's PCIe link below its maximum generation or width fails (telemetry)"]
+
+
 @dataclass(frozen=True)
 class Series:
     """Telemetry of one check: shared time axis (s from the start) and per-GPU columns."""

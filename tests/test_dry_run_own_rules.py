@@ -83,7 +83,13 @@ def test_dry_run_lists_every_rule_a_kind_adds_from_its_params(tmp_path):
     assert [ln for ln in b["burn"] if ln.startswith("expect ")] == [
         f"expect gpu_burn.tflops{{}} by gpu: >= 0.95 x {sib}",
         f"expect gpu.temp_max{{}} by gpu: <= 1.15 x {sib}"]  # the telemetry's, from the same params
-    assert b["dcgm"][-1] == "(no expectations: metrics are recorded only)"  # dcgm judges itself
+    # dcgm judges itself: its built-in verdict, and the telemetry's, instead of "no expectations"
+    assert [ln for ln in b["dcgm"] if ln.startswith(("verdict: ", "expect ", "("))] == [
+        "verdict: every dcgmi diag -r 3 test must pass (a warning fails too); a run that skipped every "
+        "hardware test is invalid",
+        "verdict: a GPU that stops answering NVML during the check fails (telemetry)",
+        "verdict: a busy GPU's PCIe link below its maximum generation or width fails (telemetry)"]
+    assert any(ln.startswith("verdict: FAULTY (computation errors) fails its GPU") for ln in b["burn"])
     assert [ln.split(" by ")[0] for ln in b["copies"] if ln.startswith("expect ")] == [
         "expect gpu.h2d_bw{}", "expect gpu.d2h_bw{}", "expect gpu.p2p_bw{}"]  # no d2d_bw from nvbandwidth
     assert all(">= 0.8 x the median" in ln for ln in b["copies"] if ln.startswith("expect "))

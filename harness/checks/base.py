@@ -147,6 +147,9 @@ class CheckKind:
     # Params with the profile's settings filled in where the suite left them unset (the profile's
     # hardware block as a dict); applied once when the plan is built, so run and --dry-run agree.
     profile_defaults: Callable[[Any, Mapping[str, Any]], Any] | None = None
+    # The verdicts built into the kind (FAULTY GPUs, a failed DCGM test), as one line each for
+    # --dry-run, given the params and the profile's hardware block.
+    verdicts: Callable[[Any, Mapping[str, Any]], Sequence[str]] | None = None
 
     def with_profile(self, params: Any, hardware: Mapping[str, Any]) -> Any:
         """`params` completed from the profile (unchanged when the kind takes nothing from it)."""

@@ -176,6 +176,21 @@ def run(params: GpuBurnParams, ctx: CheckContext) -> CheckOutput:
     return CheckOutput(parsed.metrics, tuple(problems), details, _summary(parsed.metrics, params), own)
 
 
+def verdicts(params: GpuBurnParams, hardware: Mapping[str, Any]) -> list[str]:
+    """The built-in verdicts as --dry-run lines."""
+    try:
+        params = resolved(params)
+    except ToolMissing:
+        pass  # auto with no engine here: described for either
+    if params.engine == "dcgm":
+        return [f"every dcgmi diag -r {params.dcgm_level} test must pass (a warning fails too); a run "
+                "that skipped every hardware test is invalid"]
+    fault = {"gpu-burn": "FAULTY (computation errors)", "builtin": "a product that differs from the first"}
+    what = fault.get(params.engine, "FAULTY, or a product that differs from the first,")
+    return [f"{what} fails its GPU; a GPU that did no work or died, or a missing final verdict, "
+            "makes the run invalid; every GPU NVML sees must be reported"]
+
+
 def own_rules(params: GpuBurnParams) -> list[siblings.SiblingRule]:
     """gpu_burn and builtin: the sibling rule on TFLOPS across GPUs (judged by run(), listed by --dry-run)."""
     if params.engine == "dcgm" or params.sibling_tolerance is None:
@@ -277,4 +292,5 @@ KIND = CheckKind(
     declared_metrics=declared,
     estimate_s=estimate_s,
     own_rules=own_rules,
+    verdicts=verdicts,
 )

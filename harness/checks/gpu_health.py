@@ -74,10 +74,25 @@ def profile_defaults(params: GpuHealthParams, hardware: Mapping[str, Any]) -> Gp
     return params.model_copy(update={"xid_critical": list(policy)})
 
 
+def verdicts(params: GpuHealthParams, hardware: Mapping[str, Any]) -> list[str]:
+    """The built-in verdicts as --dry-run lines (findings() and gpu_identity judge them)."""
+    modes = [w for on, w in ((params.require_persistence, "persistence mode"), (params.require_ecc, "ECC"))
+             if on]
+    out = [*gpu_identity.describe(hardware.get("gpu") or {})]
+    if modes:
+        out.append(f"{' or '.join(m + ' off' for m in modes)} fails")
+    out += ["uncorrectable ECC errors (volatile or aggregate) fail",
+            f"retired pages warn from {params.retired_pages_warn}, fail from {params.retired_pages_fail}; "
+            "a pending retirement, a failed or pending row remap fail",
+            "an NVLink link down, or a PCIe link narrower than its maximum, fails"]
+    if xid_argv(params):
+        out.append(f"XIDs {', '.join(map(str, params.xid_critical))} in the kernel log fail their GPU")
+    return out
+
+
 def plan(params: GpuHealthParams, inventory: Mapping[str, Any]) -> Sequence[PlannedCommand]:
     argv = xid_argv(params)
-    reads = ("NVML reads of modes, ECC, retired pages, row remap, PCIe, NVLink; built-in verdicts "
-             f"(critical XIDs {', '.join(map(str, params.xid_critical))})")
+    reads = "NVML reads of modes, ECC, retired pages, row remap, PCIe, NVLink"
     if argv:
         return [PlannedCommand(tuple(argv), f"XID events in the kernel log; plus {reads}")]
     return [PlannedCommand(("NVML",), reads)]
@@ -239,4 +254,5 @@ KIND = CheckKind(
     needs=frozenset({"gpu"}),
     estimate_s=lambda _p: 2.0,
     profile_defaults=profile_defaults,
+    verdicts=verdicts,
 )

@@ -27,6 +27,19 @@ def memory_metrics(gpus: Sequence[Mapping[str, Any]]) -> list[Metric]:
             for i, g in enumerate(gpus) if isinstance(g.get("memory_bytes"), (int, float))]
 
 
+def describe(expected: Mapping[str, Any]) -> list[str]:
+    """What judge() will hold the GPUs to, as --dry-run lines."""
+    out = []
+    if expected.get("count"):
+        out.append(f"NVML must see {expected['count']} GPUs (profile hardware.gpu.count)")
+    if expected.get("models"):
+        out.append(f"every GPU is {' or '.join(map(str, expected['models']))} (profile hardware.gpu.models)")
+    if expected.get("memory_min_bytes"):
+        out.append(f"every GPU has at least {_gb(expected['memory_min_bytes'])} "
+                   "(profile hardware.gpu.memory_min_bytes)")
+    return out
+
+
 def judge(gpus: Sequence[Mapping[str, Any]], expected: Mapping[str, Any]) -> list[Evaluation]:
     """Evaluations of count, model and memory; one passing row per rule that found nothing wrong."""
     out: list[Evaluation] = []
