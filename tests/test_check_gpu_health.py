@@ -141,7 +141,9 @@ def test_the_profile_sets_the_site_xid_policy_unless_the_suite_does(tmp_path: Pa
     assert r.returncode == 0, r.stderr
     assert "verdict: XIDs 13, 79 in the kernel log fail their GPU" in r.stdout
     assert "verdict: XIDs 48 in the kernel log fail their GPU" in r.stdout
-    assert "verdict: NVML must see 8 GPUs (profile hardware.gpu.count)" in r.stdout
+    assert "verdict: NVML must see 8 GPUs [profile hardware.gpu.count]" in r.stdout
+    assert ("verdict: every GPU has at least 74.5 GiB (80.0 GB) [profile hardware.gpu.memory_min_bytes]"
+            in r.stdout)
     bad = write(tmp_path / "bad.yaml", "name: bad\nhardware: {gpu: {xid_critical: [13, 0]}}\n")
     r = harness("validate", str(bad))
     assert r.returncode == 2 and f"{bad}:2:" in r.stderr and "greater than or equal to 1" in r.stderr

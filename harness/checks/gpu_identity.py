@@ -17,8 +17,8 @@ SOURCE = "profile hardware.gpu"
 
 
 def _gb(n: float) -> str:
-    """Decimal gigabytes, as GPU memory is sold: 85520809984 -> '85.5 GB'."""
-    return f"{n / 1e9:,.1f} GB"
+    """Binary as the report shows bytes, decimal as GPU memory is sold: '79.6 GiB (85.5 GB)'."""
+    return f"{n / 2**30:,.1f} GiB ({n / 1e9:,.1f} GB)"
 
 
 def memory_metrics(gpus: Sequence[Mapping[str, Any]]) -> list[Metric]:
@@ -31,12 +31,12 @@ def describe(expected: Mapping[str, Any]) -> list[str]:
     """What judge() will hold the GPUs to, as --dry-run lines."""
     out = []
     if expected.get("count"):
-        out.append(f"NVML must see {expected['count']} GPUs (profile hardware.gpu.count)")
+        out.append(f"NVML must see {expected['count']} GPUs [profile hardware.gpu.count]")
     if expected.get("models"):
-        out.append(f"every GPU is {' or '.join(map(str, expected['models']))} (profile hardware.gpu.models)")
+        out.append(f"every GPU is {' or '.join(map(str, expected['models']))} [profile hardware.gpu.models]")
     if expected.get("memory_min_bytes"):
         out.append(f"every GPU has at least {_gb(expected['memory_min_bytes'])} "
-                   "(profile hardware.gpu.memory_min_bytes)")
+                   "[profile hardware.gpu.memory_min_bytes]")
     return out
 
 
@@ -76,6 +76,6 @@ def judge(gpus: Sequence[Mapping[str, Any]], expected: Mapping[str, Any]) -> lis
         if mem and not small:
             least = min(mem, key=lambda m: m.value)
             out.append(Evaluation("gpu.memory", {}, Outcome.PASS, "fail", least.value, BYTES, None,
-                                  float(min_mem), None, "min", f"every GPU has at least {_gb(least.value)} "
-                                  f"(profile: {_gb(min_mem)})", None, SOURCE))
+                                  float(min_mem), None, "min", f"every GPU has at least {_gb(least.value)}; "
+                                  f"profile: {_gb(min_mem)}", None, SOURCE))
     return out

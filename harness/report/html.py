@@ -189,6 +189,7 @@ class CheckView:
     audit: Any = None  # report.audit.AuditView of a config_audit check
     telemetry: Any = None  # Markup: report.telemetry_svg charts of the check's GPU telemetry
     power: Any = None  # report.power_svg.PowerView of a power_headroom check
+    gpus: Any = None  # report.gpu_table.GpuTable: per-GPU numbers side by side
 
 
 def read_tail(path: Path, limit: int = TAIL_BYTES) -> tuple[str, int, int]:
@@ -239,10 +240,12 @@ def _check_view(i: int, c: CheckResult, run_dir: Path | None) -> CheckView:
                                       _output("stderr", t.stderr_file, run_dir)))
         for t in c.tool_runs)
     from harness.report.audit import audit_view, is_audit_evaluation, shows_metric
+    from harness.report.gpu_table import gpu_table, holds
 
     audit = audit_view(c.details)
+    gpus = gpu_table(c.metrics, c.evaluations)
     evs = [e for e in c.evaluations if audit is None or not is_audit_evaluation(e)]
-    extra = tuple(m for m in c.metrics if not _covered(m, c.evaluations)
+    extra = tuple(m for m in c.metrics if not _covered(m, c.evaluations) and not holds(gpus, m)
                   and (audit is None or not shows_metric(m.name)))
     details = tuple((str(k), inv_cell(str(k), v)) for k, v in c.details.items()
                     if audit is None or k != "audit")
@@ -254,7 +257,7 @@ def _check_view(i: int, c: CheckResult, run_dir: Path | None) -> CheckView:
 
         power = power_view(c, run_dir)
     return CheckView(f"check-{i}", c, tuple(_row(e, c.metrics) for e in evs), extra, runs,
-                     details, audit, telemetry_figure(c, run_dir), power)
+                     details, audit, telemetry_figure(c, run_dir), power, gpus)
 
 
 # ---------------------------------------------------------------- inventory
