@@ -259,3 +259,6 @@ def test_node_identity_reads_as_words_not_json_or_dotted_keys() -> None:
     assert identity["Board serial"] == "—" and identity["CPUs online"] == "2"
     assert identity["CPU"] == "AMD EPYC — 1 socket, 2 threads, 1 NUMA node"
     assert not [k for k in identity if "." in k]
+    gpus = inventory_view({"gpus": [{"index": 0, "name": "NVIDIA H200", "memory_bytes": 150754820096}]},
+                          "n")["tables"][0]
+    assert gpus["headers"][-1] == "Memory" and gpus["rows"] == [["0", "NVIDIA H200", "140 GiB"]]

@@ -265,7 +265,7 @@ def _check_view(i: int, c: CheckResult, run_dir: Path | None) -> CheckView:
 _HEADERS = {
     "name": "Name", "model": "Model", "serial": "Serial", "size_bytes": "Size", "transport": "Transport",
     "rotational": "Media", "driver": "Driver", "speed_mbps": "Speed", "state": "State", "mac": "MAC",
-    "index": "#", "uuid": "UUID", "vbios": "VBIOS", "pci_bus_id": "PCI bus",
+    "index": "#", "uuid": "UUID", "vbios": "VBIOS", "pci_bus_id": "PCI bus", "memory_bytes": "Memory",
 }
 _TABLES = {  # inventory key: (title, preferred column order)
     "gpus": ("GPUs", ("index", "name", "serial", "uuid", "driver", "vbios", "pci_bus_id")),
