@@ -65,3 +65,10 @@ def test_figure_reads_the_saved_series_and_refuses_paths_outside_the_run(tmp_pat
     assert telemetry_svg.telemetry_figure(outside, tmp_path) is None
     (tmp_path / "raw" / "burn" / "telemetry.json").write_text("{not json")
     assert telemetry_svg.telemetry_figure(check, tmp_path) is None  # a broken file: no chart, no crash
+
+
+def test_a_check_over_in_two_samples_gets_no_lines_but_keeps_its_lost_gpu_note():
+    assert telemetry_svg.charts_html(series(n=2)) == ""
+    html = telemetry_svg.charts_html(series(n=2, lost={1: (0.0, "GPU is lost")}))
+    assert "<svg" not in html and "GPU 1 stopped answering at 0.0 s: GPU is lost" in html
+    assert "<svg" in telemetry_svg.charts_html(series(n=3))

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 W, H = 720, 150
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 20, 24
 MAX_POINTS = 400
+MIN_SAMPLES = 3  # fewer make no line worth drawing
 PANELS = (("temp", "GPU temperature", "C"), ("power", "Power", "W"), ("sm_clock", "SM clock", "MHz"))
 SHADE = "#cf222e"
 
@@ -109,13 +110,17 @@ def legend(series: Series) -> str:
 
 
 def charts_html(series: Series) -> str:
-    """The three panels and the legend as one HTML fragment ('' when there is nothing to draw)."""
+    """The three panels and the legend as one HTML fragment ('' when there is nothing to draw).
+    A check over in fewer than MIN_SAMPLES samples (a health read of a few ms) gets no lines: two
+    points say nothing over time, and its numbers are in the per-GPU table."""
+    lost = "".join(f'<div class="note">GPU {g} stopped answering at {t:.1f} s: {escape(why)}</div>'
+                   for g, (t, why) in sorted(series.lost.items()))
+    if len(series.t) < MIN_SAMPLES:
+        return lost
     spans = throttle_spans(series)
     panels = [p for p in (panel(series, f, title, unit, spans) for f, title, unit in PANELS) if p]
     if not panels:
-        return ""
-    lost = "".join(f'<div class="note">GPU {g} stopped answering at {t:.1f} s: {escape(why)}</div>'
-                   for g, (t, why) in sorted(series.lost.items()))
+        return lost
     figures = "".join(f'<figure class="chart" style="margin:4px 0">{p}</figure>' for p in panels)
     return figures + legend(series) + lost
 
