@@ -39,6 +39,7 @@ METRICS: Mapping[str, MetricSpec] = {
     "host.nics_up": MetricSpec(COUNT, N, "network interfaces with link up"),
     "gpu.count": MetricSpec(COUNT, N, "GPUs visible through NVML"),
     "gpu.memory": MetricSpec(BYTES, H, "a GPU's total memory as NVML reports it, label gpu"),
+    "gpu.memory_used": MetricSpec(BYTES, N, "a GPU's memory in use at the time of reading, label gpu"),
     # fio
     "fio.iops": MetricSpec(IOPS, H, "I/O operations per second, per job and direction"),
     "fio.bw": MetricSpec(GBPS, H, "bandwidth per job and direction"),

@@ -48,7 +48,14 @@ def _gpu_parsers() -> dict[str, Parser]:
 
     return {"gpu-burn": gpuburn.parse, "dcgmi-diag": dcgm.parse, "nvidia-smi-q": nvsmi.parse,
             "nvidia-smi-csv": nvsmi_csv.parse, "xid": xid.parse, "builtin-burn": burnlog.parse,
-            "builtin-copy": copylog.parse}
+            "builtin-copy": copylog.parse, **_smi_screen_parsers()}
+
+
+def _smi_screen_parsers() -> dict[str, Parser]:
+    """What operators paste from a terminal: the default nvidia-smi table and nvidia-smi dmon."""
+    from harness.parsers import nvsmi_dmon, nvsmi_table
+
+    return {"nvidia-smi": nvsmi_table.parse, "nvidia-smi-dmon": nvsmi_dmon.parse}
 
 
 def _bmc_parsers() -> dict[str, Parser]:
