@@ -23,6 +23,8 @@ step() {  # step NAME CMD...: output to raw/NAME.{out,err,rc}, bounded in time
 
 # 1. raw captures straight from the tools (the parsers' future test data)
 step nvidia-smi-L nvidia-smi -L
+step nvidia-smi nvidia-smi
+step nvidia-smi-dmon nvidia-smi dmon -s puc -c 5
 step nvidia-smi-q nvidia-smi -q
 step nvidia-smi-q-x nvidia-smi -q -x
 step nvidia-smi-topo nvidia-smi topo -m
@@ -41,7 +43,7 @@ step harness-version python -c "import harness, pynvml; print(harness.__version_
 
 # 3. the parsers on this machine's real output
 for k in nvidia-smi-q:nvidia-smi-q nvidia-smi-q:nvidia-smi-q-x nvidia-smi-csv:nvidia-smi-csv xid:dmesg-xid \
-         nvidia-smi-topo:nvidia-smi-topo; do
+         nvidia-smi-topo:nvidia-smi-topo nvidia-smi:nvidia-smi nvidia-smi-dmon:nvidia-smi-dmon; do
   step "parse-${k#*:}" python -m harness parse "${k%%:*}" "$OUT/raw/${k#*:}.out"
 done
 
