@@ -1,7 +1,8 @@
 """Thin command line: parse arguments, call the core, map errors to exit codes in one place.
 
-Exit codes: 0 accepted, 1 rejected (a check failed or errored) or a run-time error,
-2 invalid input (suite, profile, arguments), 130/143 interrupted by SIGINT/SIGTERM.
+Exit codes (harness.model.EXIT_CODES): 0 accepted, 1 rejected (a check failed: the hardware
+measured badly), 2 invalid input (suite, profile, arguments), 3 errored (a check could not run
+validly, or the run could not go on: no hardware verdict), 130/143 interrupted by SIGINT/SIGTERM.
 Heavy modules are imported inside the commands so `harness --help` starts fast.
 """
 
@@ -49,7 +50,11 @@ def cli() -> None:
 def run(suite: str | None, profile: str | None, output: Path, only: tuple[str, ...], skip: tuple[str, ...],
         dry_run: bool, allow_destructive: bool, resume: Path | None, history: Path | None,
         quiet: bool) -> None:
-    """Run SUITE (default: smoke) and write a report."""
+    """Run SUITE (default: smoke) and write a report.
+
+    Exit status: 0 accepted, 1 rejected (the hardware measured badly), 2 invalid input, 3 errored
+    (a tool or the environment failed: no hardware verdict), 130/143 interrupted.
+    """
     import os
 
     from harness import app

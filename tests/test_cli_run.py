@@ -176,3 +176,11 @@ def test_default_run_uses_smoke_and_auto_profile(tmp_path: Path):
     fio = next(c for c in doc["checks"] if c["id"] == "fio-quick")
     assert fio["status"] in ("passed", "warned", "failed") and len(fio["evaluations"]) == 5
     assert run_dir.name.startswith(doc["host"] + "-") and run_dir.name.endswith("Z")
+
+
+def test_run_help_states_the_exit_codes_ci_can_use():
+    r = harness("run", "--help")
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())
+    assert ("Exit status: 0 accepted, 1 rejected (the hardware measured badly), 2 invalid input, "
+            "3 errored (a tool or the environment failed: no hardware verdict), 130/143 interrupted.") in text
