@@ -198,7 +198,8 @@ def listing() -> str:
     from harness.parsers.registry import parsers
 
     lines = ["check kinds:"]
-    lines += [f"  {k.name:12} {k.description}" for k in kinds().values()]
+    width = max(len(name) for name in kinds())
+    lines += [f"  {k.name:{width}} {k.description}" for k in kinds().values()]
     lines += ["parse kinds:", "  " + ", ".join(sorted(parsers()))]
     lines += ["suites:"] + [f"  {p.stem:20} {p}" for p in config.list_suites()]
     lines += ["profiles:"] + [f"  {p.stem:20} {p}" for p in config.list_profiles()]

@@ -163,6 +163,9 @@ def test_validate_schema_parse_list():
     listing = harness("list").stdout
     for word in ("inventory", "fio", "command", "smoke", "generic", "h100-sxm-8x"):
         assert word in listing
+    kinds = listing.split("parse kinds:")[0].splitlines()[1:]
+    starts = {len(ln) - len(ln.split(None, 1)[1]) for ln in kinds}
+    assert len(kinds) >= 17 and len(starts) == 1, kinds  # one column for every description
 
 
 def test_default_run_uses_smoke_and_auto_profile(tmp_path: Path):

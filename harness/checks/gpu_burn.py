@@ -283,7 +283,8 @@ def declared(params: GpuBurnParams) -> Mapping[str, MetricSpec]:
 
 KIND = CheckKind(
     name="gpu_burn",
-    description="load every GPU (gpu_burn or dcgmi diag) with telemetry; errors, TFLOPS, throttling",
+    description="load every GPU (builtin matmuls, gpu_burn or dcgmi diag) with telemetry; errors, TFLOPS, "
+                "throttling",
     params=GpuBurnParams,
     metrics=catalog.subset(list(TELEMETRY)),
     run=run,

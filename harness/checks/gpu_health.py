@@ -246,7 +246,8 @@ def _verdicts(found: Mapping[str, list[_Finding]], checked: int) -> list[Evaluat
 
 KIND = CheckKind(
     name="gpu_health",
-    description="GPU health gate: ECC, retired pages, row remap, PCIe width, NVLink, XIDs (NVML, kernel log)",
+    description="GPU health gate: count/model/memory vs profile, ECC, retired pages, row remap, PCIe width, "
+                "NVLink, XIDs (NVML, kernel log)",
     params=GpuHealthParams,
     metrics=catalog.subset(list(METRICS)),
     run=run,
