@@ -6,8 +6,9 @@ import errno
 import json
 import os
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from harness.errors import StorageError
 
@@ -70,3 +71,20 @@ def inside(root: Path, rel: str) -> Path | None:
     base = root.resolve()
     path = (base / rel).resolve()
     return path if path.is_relative_to(base) else None
+
+
+T = TypeVar("T")
+
+
+def load_recorded(run_dir: Path | None, info: Any, load: Callable[[Path], T]) -> T | None:
+    """`load` of the file a check's details record (info["file"], relative to the run directory
+    and inside it); None when nothing is recorded, it lies outside, or it is missing or broken."""
+    if run_dir is None or not isinstance(info, Mapping) or not info.get("file"):
+        return None
+    path = inside(run_dir, str(info["file"]))
+    if path is None:
+        return None
+    try:
+        return load(path)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None

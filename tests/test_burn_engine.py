@@ -6,10 +6,10 @@ from __future__ import annotations
 import importlib.util
 import logging
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from enginehelp import Clock, run_engine
 
 from harness.burn_engine import burn_loop, tflops
 from harness.checks.base import CheckContext
@@ -20,19 +20,7 @@ from harness.parsers.registry import parsers
 
 
 def engine(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.burn_engine", *args], capture_output=True,
-                          text=True, timeout=120, check=False)
-
-
-class Clock:
-    """A clock that advances one second per reading."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        self.t += 1.0
-        return self.t
+    return run_engine("harness.burn_engine", *args)
 
 
 def test_every_product_is_compared_with_the_first():

@@ -14,7 +14,6 @@ import logging
 import mmap
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -22,7 +21,8 @@ import types
 from pathlib import Path
 
 import pytest
-from clihelp import ROOT, harness, results, run_dirs, write
+from clihelp import harness, results, run_dirs, write
+from faulthelp import procs_with, start, wait_for
 from pydantic import ValidationError
 
 from harness import data_path_worker as worker
@@ -371,17 +371,9 @@ def test_cli_run_judges_the_feed_ratio_and_reports_it_in_words(tmp_path: Path):
     assert scratch_left(target) == []
 
 
-def _workers_of(run_dir: Path) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            if "harness.data_path_worker" in cmd and str(run_dir) in cmd:
-                out.append(int(d.name))
-    return out
+def _workers_of(target: Path) -> list[int]:
+    """Live data_path workers reading under `target`."""
+    return sorted(set(procs_with("harness.data_path_worker")) & set(procs_with(str(target))))
 
 
 def test_ctrl_c_mid_step_leaves_results_and_no_files_or_workers(tmp_path: Path):
@@ -390,17 +382,10 @@ def test_ctrl_c_mid_step_leaves_results_and_no_files_or_workers(tmp_path: Path):
     suite = write(tmp_path / "s.yaml", "name: s\nchecks:\n  - id: dp\n    kind: data_path\n    params: "
                   f"{{total_size: 4M, workers: [1], step_seconds: 60, target: {target}}}\n")
     out = tmp_path / "reports"
-    p = subprocess.Popen([sys.executable, "-m", "harness", "run", str(suite), "--profile", "generic",
-                          "--output", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    p = start("run", str(suite), "--profile", "generic", "--output", str(out))
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # wait until the reading step runs
-            if out.exists() and run_dirs(out) and any(run_dirs(out)[0].glob("raw/dp/*read-1w.stdout")):
-                break
-            time.sleep(0.1)
-        else:
-            pytest.fail("the read step never started")
+        wait_for(lambda: out.exists() and run_dirs(out)
+                 and any(run_dirs(out)[0].glob("raw/dp/*read-1w.stdout")), 60, "the read step", step=0.1)
         time.sleep(0.5)
         os.kill(p.pid, signal.SIGINT)
         stdout, stderr = p.communicate(timeout=30)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from clihelp import harness, run_dirs
+from faulthelp import procs_with
 from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
@@ -28,17 +29,7 @@ pytestmark = pytest.mark.skipif(shutil.which("iperf3") is None, reason="iperf3 n
 
 def iperf3_processes(port: int) -> list[int]:
     """Pids of iperf3 processes whose command line names `port`."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            argv = (d / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0].endswith(b"iperf3") and str(port).encode() in argv:
-            pids.append(int(d.name))
-    return pids
+    return procs_with(str(port), "iperf3")
 
 
 def ctx_for(tmp_path: Path, timeout: float = 60) -> CheckContext:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from clihelp import ROOT, results, run_dirs, write
+from clihelp import results, run_dirs, write
+from faulthelp import procs_with, start, wait_for
 
 SUITE = """\
 name: slow
@@ -27,35 +26,14 @@ checks:
 """
 
 
-def _fio_children(pid_marker: str) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-            except OSError:
-                continue
-            argv0 = cmd.split(" ", 1)[0]
-            if Path(argv0).name == "fio" and pid_marker in cmd:
-                out.append(int(d.name))
-    return out
-
-
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_mid_check(tmp_path: Path, sig: int, code: int):
     suite = write(tmp_path / "slow.yaml", SUITE)
     out = tmp_path / "reports"
-    p = subprocess.Popen([sys.executable, "-m", "harness", "run", str(suite), "--profile", "generic",
-                          "--output", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    p = start("run", str(suite), "--profile", "generic", "--output", str(out))
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # wait until fio of this run is running
-            if out.exists() and run_dirs(out) and _fio_children(str(run_dirs(out)[0])):
-                break
-            time.sleep(0.1)
-        else:
-            pytest.fail("fio never started")
+        wait_for(lambda: out.exists() and run_dirs(out) and procs_with(str(run_dirs(out)[0]), "fio"), 60,
+                 "fio of this run", step=0.1)
         time.sleep(0.5)
         os.kill(p.pid, sig)
         stdout, stderr = p.communicate(timeout=30)
@@ -64,7 +42,7 @@ def test_signal_mid_check(tmp_path: Path, sig: int, code: int):
             p.kill()
     assert p.returncode == code, stdout + stderr
     (run_dir,) = run_dirs(out)
-    assert _fio_children(str(run_dir)) == []
+    assert procs_with(str(run_dir), "fio") == []
     doc = results(run_dir)
     status = {c["id"]: (c["status"], c["message"]) for c in doc["checks"]}
     name = "SIGINT" if sig == signal.SIGINT else "SIGTERM"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
+from enginehelp import Clock, run_engine
 
 from harness.copy_engine import TESTS, _Backend, gbps, measure, plan, time_copies
 from harness.parsers import copylog
@@ -15,19 +15,7 @@ from harness.parsers.registry import parsers
 
 
 def engine(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "harness.copy_engine", *args], capture_output=True,
-                          text=True, timeout=120, check=False)
-
-
-class Clock:
-    """A clock that advances one second per reading."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        self.t += 1.0
-        return self.t
+    return run_engine("harness.copy_engine", *args)
 
 
 def test_gbps_arithmetic():

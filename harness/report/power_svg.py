@@ -15,7 +15,7 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from harness.fsutil import inside
+from harness.fsutil import load_recorded
 from harness.model import CheckResult
 from harness.power_series import PowerSeries, load
 from harness.report.charts import COLOURS
@@ -161,16 +161,9 @@ def _ok(v: Any) -> str:
 
 def power_view(check: CheckResult, run_dir: Optional[Path]) -> Optional[PowerView]:
     """The view of a power_headroom check, or None (another kind, or no readable series)."""
-    info = check.details.get("power")
-    if check.kind != "power_headroom" or run_dir is None or not isinstance(info, Mapping) \
-            or not info.get("file"):
-        return None
-    path = inside(run_dir, str(info["file"]))
-    if path is None:
-        return None
-    try:
-        series = load(path)
-    except (OSError, ValueError, KeyError, TypeError):
+    series = load_recorded(run_dir, check.details.get("power"), load) \
+        if check.kind == "power_headroom" else None
+    if series is None:
         return None
     from markupsafe import Markup
 

@@ -12,10 +12,10 @@ import math
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from harness import clockreasons
-from harness.fsutil import inside
+from harness.fsutil import load_recorded
 from harness.model import CheckResult
 from harness.report.charts import COLOURS
 from harness.telemetry import Series, load
@@ -127,15 +127,8 @@ def charts_html(series: Series) -> str:
 
 def telemetry_figure(check: CheckResult, run_dir: Path | None) -> Markup | None:
     """The check's telemetry charts from its saved series, or None (no telemetry, file unreadable)."""
-    info: Any = check.details.get("telemetry")
-    if run_dir is None or not isinstance(info, dict) or not info.get("file"):
-        return None
-    path = inside(run_dir, str(info["file"]))
-    if path is None:
-        return None
-    try:
-        series = load(path)
-    except (OSError, ValueError, KeyError, TypeError):
+    series = load_recorded(run_dir, check.details.get("telemetry"), load)
+    if series is None:
         return None
     html = charts_html(series)
     if not html:
