@@ -32,16 +32,14 @@ def describe(rule: OwnRule) -> str:
     max_error_delta 0]', 'expect rdma.bw_avg{} by device: >= 0.9 x the median of its siblings
     (3 or more)  [fail; sibling rule]'."""
     if isinstance(rule, siblings.SiblingRule):
-        r = rule
-        return (f"expect {r.metric}{{}} by {','.join(r.vary)}: {r.describe()}  "
-                f"[{r.severity}; {siblings.SOURCE}]")
+        return f"expect {rule.metric}{{}} by {','.join(rule.vary)}: {rule.describe()}  " \
+               f"[{rule.severity}; {siblings.SOURCE}]"
     ex = rule.expectation
     sel = ",".join(f"{k}={v}" for k, v in sorted(ex.labels.items()))
     if ex.sibling is not None:
         sib = sibling_rule(ex)
-        return (f"expect {ex.metric}{{{sel}}} by {','.join(sib.vary)}: {sib.describe(ex.unit)}"
-                f"  [{ex.severity}{', if measured' if ex.if_measured else ''}; {rule.source}]")
-    lo, hi = band(ex)
-    return (f"expect {ex.metric}{{{sel}}} {ex.reduce}: {describe_band(lo, hi, ex.unit)}"
-            f"  [{ex.severity}{', xfail' if ex.xfail else ''}{', if measured' if ex.if_measured else ''}; "
-            f"{rule.source}]")
+        what = f"by {','.join(sib.vary)}: {sib.describe(ex.unit)}"
+    else:
+        what = f"{ex.reduce}: {describe_band(*band(ex), ex.unit)}"
+    flags = "".join(f", {f}" for f, on in (("xfail", ex.xfail), ("if measured", ex.if_measured)) if on)
+    return f"expect {ex.metric}{{{sel}}} {what}  [{ex.severity}{flags}; {rule.source}]"
