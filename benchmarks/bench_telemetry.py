@@ -87,7 +87,7 @@ def main() -> int:
     a = ap.parse_args()
 
     from harness.platform import nvml
-    from harness.telemetry import Sampler
+    from harness.run.sampler import Sampler
 
     backend = "real NVML"
     if a.fake:

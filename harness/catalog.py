@@ -141,7 +141,7 @@ METRICS: Mapping[str, MetricSpec] = {
     "bmc.inlet_temp": MetricSpec(CELSIUS, L, "inlet (ambient) air temperature from the BMC"),
     "bmc.fans_ok": MetricSpec(COUNT, H, "1 when no fan sensor on the BMC reports trouble"),
     "power.headroom_pct": MetricSpec(PERCENT, H, "PSU headroom at peak load"),
-    # power_headroom (harness/power.py): node power during a full-system load vs usable PSU capacity
+    # power_headroom (harness/series/psu.py): node power during a full-system load vs usable PSU capacity
     "power.node_peak": MetricSpec(WATT, N, "peak node input power during the load (BMC, or estimated)"),
     "power.node_p99": MetricSpec(WATT, N, "99th percentile of node input power during the load"),
     "power.gpu_peak": MetricSpec(WATT, N, "peak of all GPUs' power together during the load (NVML)"),

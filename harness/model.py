@@ -200,7 +200,7 @@ class RunRecord:
     argv: tuple[str, ...] = ()
     interrupted: bool = False
     format_version: int = FORMAT_VERSION
-    history: Mapping[str, Any] = field(default_factory=dict)  # node, trends, changes (harness.history)
+    history: Mapping[str, Any] = field(default_factory=dict)  # node, trends, changes (harness.history.record)
     resumed: tuple[str, ...] = ()  # UTC times `harness run --resume` continued this run
 
     @property

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from harness.bmc_config import BmcConfig
+from harness.config.bmc import BmcConfig
 
 HERE = Path(__file__).resolve().parent
 TOOLS = ("ipmi_sim", "sdrcomp", "ipmitool")

@@ -1,4 +1,4 @@
-"""What the tests of the subprocess engines (harness.burn_engine, harness.copy_engine) share."""
+"""What the tests of the subprocess engines (harness.engines.burn, harness.engines.copy) share."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ from harness.checks.inventory import metrics_from
 from harness.compare import Rule, applicable, evaluate
 from harness.config.loader import LoadedProfile
 from harness.model import CheckResult, Evaluation, Metric, RunRecord, Status
-from harness.plan import hardware_rules
+from harness.run.plan import hardware_rules
 
 # a real H200's identity (shared/fixtures/real/nvidia-smi/nvidia-smi_-q_h200_550.90.12.txt),
 # numbered on for the other seven GPUs of the node

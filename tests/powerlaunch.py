@@ -38,7 +38,7 @@ def main() -> None:
 
         power_headroom.open_bmc = lambda cfg: bmc  # type: ignore[assignment]
     sys.argv = ["harness", *sys.argv[2:]]
-    from harness.cli import main as cli
+    from harness.cli.main import main as cli
 
     cli()
 

@@ -14,10 +14,10 @@ from historyhelp import derive, gpus, judge, load, quick_runs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness import baseline
 from harness.config import load_profile
 from harness.config.loader import LoadedProfile
 from harness.errors import UsageError
+from harness.history import baseline
 from harness.model import CheckResult, Metric, Outcome, RunRecord, Status
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from harness.bmc_config import BmcConfig
+from harness.config.bmc import BmcConfig
 
 
 def test_defaults_read_the_local_bmc_in_band() -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from bmcsim import BmcSim, bmc_sim
 
-from harness.bmc_config import BmcConfig
 from harness.checks.base import CheckContext
+from harness.config.bmc import BmcConfig
 from harness.errors import ToolError, ToolMissing, ToolTimeout
 from harness.parsers import ipmi
 from harness.platform import bmc

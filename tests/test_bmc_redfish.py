@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from harness.bmc_config import BmcConfig
+from harness.config.bmc import BmcConfig
 from harness.errors import ToolError, ToolTimeout
 from harness.parsers.registry import parsers
 from harness.platform.bmc import RedfishSource, open_source

@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 from enginehelp import Clock, run_engine
 
-from harness.burn_engine import burn_loop, tflops
 from harness.checks.base import CheckContext
 from harness.checks.gpu_burn import KIND, GpuBurnParams, build_argv
+from harness.engines.burn import burn_loop, tflops
 from harness.model import Outcome
 from harness.parsers import burnlog
 from harness.parsers.registry import parsers
 
 
 def engine(*args: str) -> subprocess.CompletedProcess[str]:
-    return run_engine("harness.burn_engine", *args)
+    return run_engine("harness.engines.burn", *args)
 
 
 def test_every_product_is_compared_with_the_first():
@@ -81,7 +81,7 @@ def test_parser_edges():
 
 def test_kind_with_the_builtin_engine_on_numpy(tmp_path: Path):
     params = GpuBurnParams(engine="builtin", backend="numpy", dtype="fp32", duration=1, size=32)
-    assert build_argv(params)[1:] == ["-m", "harness.burn_engine", "--seconds", "1", "--dtype", "fp32",
+    assert build_argv(params)[1:] == ["-m", "harness.engines.burn", "--seconds", "1", "--dtype", "fp32",
                                       "--backend", "numpy", "--size", "32"]
     ctx = CheckContext("b", tmp_path, 60, False, False, {"gpus": [{"index": 0}]}, logging.getLogger("t"))
     out = KIND.run(params, ctx)

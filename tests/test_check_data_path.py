@@ -25,9 +25,9 @@ from clihelp import harness, results, run_dirs, write
 from faulthelp import procs_with, start, wait_for
 from pydantic import ValidationError
 
-from harness import data_path_worker as worker
 from harness.checks.base import CheckContext
 from harness.checks.data_path import KIND, DataPathParams
+from harness.engines import data_path as worker
 from harness.errors import ToolError
 from harness.platform import proc
 
@@ -64,7 +64,7 @@ def test_bad_params(params, words):
 def test_plan_generates_then_reads_once_per_worker_count():
     p = DataPathParams.model_validate({**SMALL, "target": "/scratch", "workers": [4, 1], "direct": False})
     gen, *reads = KIND.plan(p, {})
-    assert gen.argv[1:4] == ("-m", "harness.data_path_worker", "generate")
+    assert gen.argv[1:4] == ("-m", "harness.engines.data_path", "generate")
     assert "/scratch/<scratch>" in gen.argv and "removed afterwards" in gen.note
     assert [r.argv[r.argv.index("--workers") + 1] for r in reads] == ["1", "4"]  # sorted
     assert all("--direct" in r.argv and r.argv[r.argv.index("--direct") + 1] == "off" for r in reads)
@@ -373,7 +373,7 @@ def test_cli_run_judges_the_feed_ratio_and_reports_it_in_words(tmp_path: Path):
 
 def _workers_of(target: Path) -> list[int]:
     """Live data_path workers reading under `target`."""
-    return sorted(set(procs_with("harness.data_path_worker")) & set(procs_with(str(target))))
+    return sorted(set(procs_with("harness.engines.data_path")) & set(procs_with(str(target))))
 
 
 def test_ctrl_c_mid_step_leaves_results_and_no_files_or_workers(tmp_path: Path):

@@ -61,7 +61,7 @@ def test_plan_one_command_per_test():
     assert bwt == [("bandwidthTest", "--device=0", "--memory=pageable", "--mode=quick"),
                    ("bandwidthTest", "--device=1", "--memory=pageable", "--mode=quick")]
     (builtin,) = KIND.plan(GpuBandwidthParams(engine="builtin", buffer_mib=64, p2p=False), {})
-    assert builtin.argv[1:] == ("-m", "harness.copy_engine", "--backend", "auto", "--size", str(64 * 2**20),
+    assert builtin.argv[1:] == ("-m", "harness.engines.copy", "--backend", "auto", "--size", str(64 * 2**20),
                                 "--no-p2p")
 
 
@@ -174,7 +174,7 @@ def test_builtin_engine_for_real_on_host_memory(tmp_path):
                    ("gpu.h2d_bw", 1, H2D), ("gpu.p2p_bw", "gpu0", WR), ("gpu.p2p_bw", "gpu1", WR)]
     assert all(m.value > 0 and m.unit == "GB/s" for m in out.metrics)
     assert (out.details["backend"], out.details["size"], out.details["iterations"]) == ("numpy", 2**20, 3)
-    assert ctx.tool_runs[0].argv[1:3] == ("-m", "harness.copy_engine") and ctx.tool_runs[0].rc == 0
+    assert ctx.tool_runs[0].argv[1:3] == ("-m", "harness.engines.copy") and ctx.tool_runs[0].rc == 0
 
 
 def test_builtin_engine_without_a_gpu_backend_is_a_tool_error(tmp_path):

@@ -191,7 +191,7 @@ def test_auto_picks_builtin_with_pytorch_else_gpu_burn_else_a_clear_error(tmp_pa
         with pytest.raises(ToolMissing, match=r"builtin bf16 burn needs PyTorch .*gpu_burn on PATH"):
             resolved(auto)
         (plan,) = KIND.plan(auto, {})
-        assert "harness.burn_engine" in " ".join(plan.argv) and "no burn engine here" in plan.note
+        assert "harness.engines.burn" in " ".join(plan.argv) and "no burn engine here" in plan.note
         (tmp_path / "bin").mkdir()
         stand_in(tmp_path / "bin" / "gpu_burn", None)
         assert resolved(auto).engine == "gpu-burn"

@@ -128,7 +128,7 @@ def test_the_profile_sets_the_site_xid_policy_unless_the_suite_does(tmp_path: Pa
     from clihelp import harness, write
 
     from harness.config import load_profile, load_suite
-    from harness.plan import build
+    from harness.run.plan import build
 
     profile = write(tmp_path / "site.yaml", "name: site\nextends: h100-sxm-8x\n"
                     "hardware: {gpu: {xid_critical: [13, 79]}}\n")

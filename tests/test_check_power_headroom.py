@@ -20,11 +20,11 @@ from clihelp import ROOT, results, write
 from clihelp import run_dirs as all_dirs
 from faulthelp import alive, procs_with, wait_for
 
-from harness.bmc_config import BmcConfig
 from harness.checks import power_headroom as ph
 from harness.checks.base import CheckContext
+from harness.checks.loadgroup import LoadGroup
+from harness.config.bmc import BmcConfig
 from harness.errors import ConfigError, SkipCheck, ToolError
-from harness.loadgroup import LoadGroup
 
 LAUNCH = Path(__file__).parent / "powerlaunch.py"
 H100 = {"name": "NVIDIA H100 80GB HBM3", "power_w": 650.0}
@@ -89,7 +89,7 @@ def test_healthy_dgx_h100_passes_with_a_real_full_system_load(tmp_path: Path):
     assert any(e["message"] == "6 of 6 PSUs OK in every reading (before, load, cooldown); redundancy kept"
                for e in check["evaluations"])
     # the load really ran: stress-ng and the burn, side by side, each to its end
-    runs = {"burn" if "harness.burn_engine" in r["argv"] else Path(r["argv"][0]).name: r
+    runs = {"burn" if "harness.engines.burn" in r["argv"] else Path(r["argv"][0]).name: r
             for r in check["tool_runs"]}
     assert runs["stress-ng"]["rc"] == 0 and "--vm-bytes" in runs["stress-ng"]["argv"]
     assert "successful run completed" in (run_dir / runs["stress-ng"]["stderr_file"]).read_text() + \
@@ -158,7 +158,7 @@ def test_ctrl_c_mid_load_leaves_no_stress_ng_and_keeps_the_samples(tmp_path: Pat
                  and len(stress_group(run_dirs(tmp_path / "out")[0])) >= 2, 60, "stress-ng and its workers")
         run_dir = run_dirs(tmp_path / "out")[0]
         group = stress_group(run_dir)
-        burn = procs_with("harness.burn_engine", under=p.pid)
+        burn = procs_with("harness.engines.burn", under=p.pid)
         time.sleep(0.5)
         os.kill(p.pid, signal.SIGINT)
         out, err = p.communicate(timeout=60)
@@ -191,7 +191,7 @@ def test_argv_and_plan():
         "stress-ng", "--cpu", "4", "--cpu-method", "matrixprod", "--vm", "2", "--vm-bytes", "40%",
         "--timeout", "600s", "--metrics-brief", "--temp-path", "/scratch"]
     assert ph.stress_argv(ph.PowerHeadroomParams(cpu_workers=0, vm_workers=0), False, "/s") is None
-    assert ph.burn_argv(p)[1:] == ["-m", "harness.burn_engine", "--seconds", "600", "--dtype", "bf16",
+    assert ph.burn_argv(p)[1:] == ["-m", "harness.engines.burn", "--seconds", "600", "--dtype", "bf16",
                                    "--backend", "auto"]
     assert ph.cpu_workers(ph.PowerHeadroomParams(), True) == max(1, (os.cpu_count() or 1) - 1)
     planned = ph.plan(ph.PowerHeadroomParams(fio_dirs=["/data"]), {"gpus": [{}] * 8})

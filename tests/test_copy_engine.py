@@ -9,13 +9,13 @@ import subprocess
 import pytest
 from enginehelp import Clock, run_engine
 
-from harness.copy_engine import TESTS, _Backend, gbps, measure, plan, time_copies
+from harness.engines.copy import TESTS, _Backend, gbps, measure, plan, time_copies
 from harness.parsers import copylog
 from harness.parsers.registry import parsers
 
 
 def engine(*args: str) -> subprocess.CompletedProcess[str]:
-    return run_engine("harness.copy_engine", *args)
+    return run_engine("harness.engines.copy", *args)
 
 
 def test_gbps_arithmetic():

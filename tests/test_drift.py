@@ -12,10 +12,10 @@ from clihelp import QUICK_FIO, harness, results, run_dirs, write
 from historyhelp import derive, gpus, load, quick_runs
 
 from harness.config.driftrules import DriftRule
-from harness.drift import RunPoint, SeriesKey, SourcedRule, evaluate
-from harness.history import annotate
+from harness.history.drift import RunPoint, SeriesKey, SourcedRule, evaluate
+from harness.history.record import annotate
+from harness.history.store import SqliteStore
 from harness.model import Metric, Outcome, RunRecord
-from harness.store import SqliteStore
 
 K = SeriesKey("fio", "fio.iops", (("job", "randread_4k"), ("rw", "read")))
 
@@ -174,7 +174,7 @@ def test_run_fails_on_drift_against_an_imported_golive_run(real: RunRecord, tmp_
 
 def test_profile_drift_rules_merge_through_extends_and_are_validated(tmp_path: Path):
     from harness.config import load_profile, load_suite, validate_paths
-    from harness.history import rules_of
+    from harness.history.record import rules_of
 
     write(tmp_path / "base.yaml", "name: base\ndrift:\n"
           "  - {metric: fio.iops, vs: golive, max_drop_pct: 5}\n"
@@ -201,8 +201,8 @@ def test_profile_drift_rules_merge_through_extends_and_are_validated(tmp_path: P
 
 
 def test_series_follow_the_serial_of_the_part_they_measure():
-    from harness.drift import key_for
-    from harness.identity import identity_of
+    from harness.history.drift import key_for
+    from harness.history.identity import identity_of
 
     ident = identity_of({"gpus": gpus(swapped=[5])})
     k = key_for("gpu-burn", Metric("gpu.tflops", 700.0, "TFLOPS", {"gpu": 5, "repeat": 2}), ident)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import feed
-from harness.data_path_worker import ALIGN, record_sizes
+from harness.checks import data_path_feed as feed
+from harness.engines.data_path import ALIGN, record_sizes
 
 
 def step(workers: int, gbps: float, seconds: float = 2.0, samples: int = 100) -> feed.Step:

@@ -17,7 +17,7 @@ from clihelp import QUICK_FIO, ROOT, harness, write
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness import cli
+from harness.cli import main as cli
 
 KNOWN_IDS = ("inventory", "fio")
 COUNTS = {"argv": 0}

@@ -20,9 +20,9 @@ from clihelp import harness
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from harness import plan
 from harness.config import load_profile, load_suite, validate_paths
 from harness.errors import ConfigError, ConfigProblem
+from harness.run import plan
 
 SUITE: dict[str, Any] = {
     "name": "fuzz", "description": "fuzzed suite",

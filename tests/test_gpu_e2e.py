@@ -11,8 +11,8 @@ from pathlib import Path
 
 from fakenvml import POWER_CAP, FakeGpu, install
 
-from harness import app
 from harness.model import RunRecord
+from harness.run import session as app
 
 SAMPLE = (Path(__file__).parent / "data" / "gpu-burn"
           / "gpu_burn_k80_2gpu_doubles_ok_interleaved_child_output.txt")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from fakenvml import FakeGpu, install
 
-from harness import app
 from harness.checks.gpu_identity import judge, memory_metrics
 from harness.model import Outcome
+from harness.run import session as app
 
 H200_BYTES = 143771 * 2**20  # nvidia-smi -q of a real H200 (tests/data/nvidia-smi): 143771 MiB
 H200 = {"models": ["NVIDIA H200", "NVIDIA H200 141GB HBM3e"], "count": 8, "memory_min_bytes": 141_000_000_000}

@@ -10,7 +10,7 @@ import pytest
 from clihelp import QUICK_FIO, harness, results, run_dirs, write
 from historyhelp import derive, load
 
-from harness.store import SqliteStore
+from harness.history.store import SqliteStore
 
 NO_ENV = {"HARNESS_HISTORY": ""}  # the default: OUTPUT/history.sqlite
 

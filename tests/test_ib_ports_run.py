@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ibsysfs import h100_tree
 
-from harness import app
+from harness.run import session as app
 
 ROOT = Path(__file__).resolve().parent.parent
 INVENTORY = {"host": {"hostname": "gpu-node-1"},

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import app
+from harness.run import session as app
 
 DATA = Path(__file__).parent / "data"
 H100_NCCL = DATA / "nccl-tests" / "all_reduce_h100_2node_16rank_oci.txt"

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import app, config
-from harness.plan import select_profile
+from harness import config
 from harness.platform import nvml
+from harness.run import session as app
+from harness.run.plan import select_profile
 
 
 class _Err(Exception):

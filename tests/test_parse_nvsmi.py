@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness import clockreasons
-from harness.parsers import nvsmi, nvsmi_csv
+from harness.parsers import clockreasons, nvsmi, nvsmi_csv
 from harness.parsers.registry import parsers
 
 DATA = Path(__file__).parent / "data" / "nvidia-smi"

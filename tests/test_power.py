@@ -1,4 +1,4 @@
-"""harness/power.py and harness/power_series.py: capacity, headroom, PSU and GPU verdicts. Pure.
+"""harness/series/psu.py and harness/series/power.py: capacity, headroom, PSU and GPU verdicts. Pure.
 
 BMC readings here are SYNTHETIC (built in the test); the parsers of real ipmitool/Redfish
 output have their own tests.
@@ -14,14 +14,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import power, power_series
 from harness.bmc_model import BmcReading, PsuReading
 from harness.config import load_profile
 from harness.errors import ConfigError
 from harness.model import Outcome
 from harness.platform.nvml import GpuLimits, GpuSample
-from harness.power import BmcTick, PsuPolicy
-from harness.power_series import Sample
+from harness.series import power as power_series
+from harness.series import psu as power
+from harness.series.power import Sample
+from harness.series.psu import BmcTick, PsuPolicy
 
 DGX = PsuPolicy(6, 3300.0, "4+2", 10200.0)
 

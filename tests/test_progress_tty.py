@@ -15,7 +15,7 @@ from pathlib import Path
 from clihelp import ROOT, write
 
 from harness.model import CheckResult, Metric, Status
-from harness.progress import PlainProgress, choose
+from harness.run.progress import PlainProgress, choose
 
 SUITE = """\
 name: tty

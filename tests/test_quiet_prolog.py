@@ -6,7 +6,7 @@ from pathlib import Path
 
 from clihelp import harness, run_dirs, write
 
-from harness.quiet import one_line
+from harness.cli.quiet import one_line
 
 LENIENT = "name: lenient\nhardware:\n  memory_min_bytes: 1048576\nexpectations: []\n"
 

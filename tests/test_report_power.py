@@ -17,14 +17,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import report_samples as samples
 
-from harness import power_series
 from harness.bmc_model import BmcReading, PsuReading
 from harness.model import CheckResult, Evaluation, Metric, Outcome, Status
 from harness.platform.nvml import GpuSample
-from harness.power_series import Sample
 from harness.report import write_reports
 from harness.report.html import render_html
 from harness.report.power_svg import chart, power_view, psu_failures
+from harness.series import power as power_series
+from harness.series.power import Sample
 
 EVIL = samples.HOSTILE[0]
 

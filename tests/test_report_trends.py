@@ -19,13 +19,13 @@ import report_samples as samples
 from historyhelp import derive, gpus
 
 from harness.config.driftrules import DriftRule
-from harness.drift import SourcedRule
-from harness.history import annotate
+from harness.history.drift import SourcedRule
+from harness.history.record import annotate
+from harness.history.store import SqliteStore
 from harness.model import RunRecord
 from harness.report import write_reports
 from harness.report.html import render_html
 from harness.report.svg import ChartPoint, num, trend_chart
-from harness.store import SqliteStore
 
 CHROMIUM = Path("/usr/bin/chromium")
 EVIL = samples.EVIL

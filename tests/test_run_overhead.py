@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import app
 from harness.errors import ConfigError
+from harness.run import session as app
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -37,7 +37,7 @@ def test_the_cli_leaves_live_objects_to_the_os_at_exit():
     code = ("import atexit, gc, sys\n"
             "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
             "sys.argv = ['harness', '--version']\n"
-            "from harness.cli import main\n"
+            "from harness.cli.main import main\n"
             "main()\n")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

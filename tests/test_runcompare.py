@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from harness.history.compare import compare_runs, table_rows, to_json
 from harness.model import CheckResult, Metric, RunRecord, Status
-from harness.runcompare import compare_runs, table_rows, to_json
 
 
 def _run(run_id: str, metrics: list[Metric], status: Status = Status.PASSED) -> RunRecord:

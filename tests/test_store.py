@@ -10,9 +10,9 @@ import pytest
 from historyhelp import derive, gpus, load, quick_runs
 
 from harness.errors import StorageError
-from harness.identity import changes, identity_of, real_serial
+from harness.history.identity import changes, identity_of, real_serial
+from harness.history.store import SCHEMA_VERSION, SqliteStore
 from harness.model import Metric, RunRecord
-from harness.store import SCHEMA_VERSION, SqliteStore
 
 
 @pytest.fixture(scope="module")

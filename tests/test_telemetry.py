@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 from fakenvml import POWER_CAP, FakeGpu, install
 
-from harness import clockreasons, telemetry, telemetry_metrics
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.model import Metric, Outcome
-from harness.parsers import nvsmi, nvsmi_csv
+from harness.parsers import clockreasons, nvsmi, nvsmi_csv
 from harness.platform import nvml
-from harness.telemetry import Sampler, Series
+from harness.run import sampler as telemetry
+from harness.run.sampler import Sampler, Series
+from harness.series import telemetry as telemetry_metrics
 
 DATA = Path(__file__).parent / "data" / "nvidia-smi"
 

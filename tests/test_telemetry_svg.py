@@ -6,10 +6,10 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from harness import telemetry
 from harness.model import CheckResult, Status
 from harness.report import telemetry_svg
-from harness.telemetry import Series
+from harness.run import sampler as telemetry
+from harness.run.sampler import Series
 
 PC = 0x4
 

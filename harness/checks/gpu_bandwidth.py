@@ -5,7 +5,7 @@
 * `bandwidthtest`: the CUDA samples' `bandwidthTest --device=N` for every GPU
   (parsers/cudasamples); its rows are labelled test=bandwidthTest and size, so a profile's
   nvbandwidth-named references do not select them: state the suite's own `expect:`.
-* `builtin`: harness/copy_engine.py in a subprocess (PyTorch or CuPy, whichever imports;
+* `builtin`: harness/engines/copy.py in a subprocess (PyTorch or CuPy, whichever imports;
   `backend: numpy` copies host memory, for tests), parsed by parsers/copylog. Its tests carry
   the names of their nvbandwidth equivalents, so the profile's references apply.
 
@@ -98,7 +98,7 @@ def bandwidthtest_argv(params: GpuBandwidthParams, gpu: int) -> list[str]:
 
 
 def builtin_argv(params: GpuBandwidthParams) -> list[str]:
-    argv = [sys.executable, "-m", "harness.copy_engine", "--backend", params.backend]
+    argv = [sys.executable, "-m", "harness.engines.copy", "--backend", params.backend]
     if params.buffer_mib is not None:
         argv += ["--size", str(params.buffer_mib * 2**20)]
     if params.samples is not None:

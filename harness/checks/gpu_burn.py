@@ -2,7 +2,7 @@
 
 Engines (param `engine`):
 
-* `builtin`: harness/burn_engine.py in a subprocess: matrix multiplies in `dtype` on every GPU
+* `builtin`: harness/engines/burn.py in a subprocess: matrix multiplies in `dtype` on every GPU
   through PyTorch or CuPy (whichever is importable; NumPy on the CPU when `backend: numpy`),
   every product compared with the first; parsed by parsers/burnlog.
 * `gpu-burn`: wilicc/gpu-burn's `gpu_burn` binary (path configurable), parsed by
@@ -15,7 +15,7 @@ Engines (param `engine`):
   time without importing anything; the engine that ran is in the results (details.engine).
 
 Telemetry (temperature, power, clocks, throttling) is sampled alongside by the runner's hook
-(harness.telemetry); `telemetry_period` sets its rate. Every GPU NVML sees must be reported
+(harness.run.sampler); `telemetry_period` sets its rate. Every GPU NVML sees must be reported
 by the engine. The sibling rule flags a GPU whose TFLOPS is far below the others'.
 """
 
@@ -36,7 +36,7 @@ from harness.errors import ToolError, ToolMissing
 from harness.model import Evaluation, Metric, Outcome
 from harness.parsers import burnlog, dcgm, gpuburn
 from harness.parsers.base import ParseResult
-from harness.telemetry import TelemetryParams
+from harness.run.sampler import TelemetryParams
 from harness.units import COUNT
 
 SOURCE = "gpu_burn"
@@ -108,7 +108,7 @@ def build_argv(params: GpuBurnParams) -> list[str]:
     if params.engine == "dcgm":
         return ["dcgmi", "diag", "-r", str(params.dcgm_level), "-j"]
     if params.engine == "builtin":
-        argv = [sys.executable, "-m", "harness.burn_engine", "--seconds", str(params.duration),
+        argv = [sys.executable, "-m", "harness.engines.burn", "--seconds", str(params.duration),
                 "--dtype", params.dtype, "--backend", params.backend]
         return argv + (["--size", str(params.size)] if params.size else [])
     argv = [params.binary]

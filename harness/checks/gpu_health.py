@@ -7,7 +7,7 @@ row remapping (failure or pending fails), NVLink links down, and the PCIe link. 
 log (dmesg or journalctl -k): XID events, of which a configurable critical set fails (default
 like DCGM/AzNHC). An idle GPU may lower its PCIe generation on purpose, so here only a link
 *width* below its maximum fails; the generation is judged under load by the telemetry that
-runs alongside the burn (harness.telemetry_metrics).
+runs alongside the burn (harness.series.telemetry).
 """
 
 from __future__ import annotations

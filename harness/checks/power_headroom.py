@@ -1,7 +1,7 @@
 """Check kind `power_headroom`: node power at full-system load against usable PSU capacity.
 
 Phases: `idle` seconds of samples before the load (the PSUs' state before it), then `duration`
-seconds of load on everything at once: the builtin burn (harness/burn_engine.py) on every GPU
+seconds of load on everything at once: the builtin burn (harness/engines/burn.py) on every GPU
 in `dtype` (bf16 by default, tensor cores: the engine's highest-power mode; an fp32 burn stays far
 below TDP), CPU and memory stress with stress-ng, and optionally fio in fresh directories on
 data drives; then `cooldown` seconds of samples. Every `period` seconds the BMC (node input
@@ -10,7 +10,7 @@ same timestamp; the series is kept as raw/<check>/power.json and drawn in the re
 
 Without a BMC, node power is estimated as the GPUs' power plus `allowance_w` (default: the
 profile's max system power minus GPUs x TDP) and marked estimated. Usable capacity and
-headroom come from the profile's `hardware.psu` (harness/power.py); the profile's
+headroom come from the profile's `hardware.psu` (harness/series/psu.py); the profile's
 expectation on `power.headroom_pct` (>= 20%) judges it. The check's own verdicts: PSUs not OK or
 redundancy lost before or during the load, a GPU capped below its default power limit, a GPU
 at or near its own slowdown threshold, fan faults, hot inlet air. The runner's GPU telemetry
@@ -31,16 +31,18 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field
 
-from harness import catalog, power, power_series
-from harness.bmc_config import BmcConfig
+from harness import catalog
 from harness.bmc_model import BmcReading, BmcSource
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, PlannedCommand
+from harness.checks.loadgroup import InterruptWatch, LoadGroup
+from harness.config.bmc import BmcConfig
 from harness.errors import ConfigError, HarnessError, SkipCheck, ToolError
-from harness.loadgroup import InterruptWatch, LoadGroup
 from harness.model import Metric
 from harness.parsers import burnlog
 from harness.platform import nvml, proc
-from harness.telemetry import TelemetryParams
+from harness.run.sampler import TelemetryParams
+from harness.series import power as power_series
+from harness.series import psu as power
 
 SLACK_S = 60.0  # start-up of the load tools and their shutdown, on top of `duration`
 BURN_NAME, STRESS_NAME = "burn", "stress-ng"
@@ -77,7 +79,7 @@ class PowerHeadroomParams(TelemetryParams):
     fio_size: str = Field("1g", pattern=r"^\d{1,15}[kmgKMG]?$", description="fio file size per directory")
     bmc: BmcConfig = Field(
         default_factory=BmcConfig, description="where node power and PSU state come from "
-        "(harness/bmc_config.py); kind none: no BMC, node power is estimated from GPU power + allowance_w")
+        "(harness/config/bmc.py); kind none: no BMC, node power is estimated from GPU power + allowance_w")
     allowance_w: Optional[float] = Field(
         None, gt=0, description="non-GPU power for the estimate without a BMC; default: the profile's "
         "hardware.psu.max_system_power_w - gpu.count x gpu_tdp_w")
@@ -116,7 +118,7 @@ def stress_argv(params: PowerHeadroomParams, burning: bool, temp_path: str) -> O
 
 
 def burn_argv(params: PowerHeadroomParams) -> list[str]:
-    argv = [sys.executable, "-m", "harness.burn_engine", "--seconds", str(params.duration),
+    argv = [sys.executable, "-m", "harness.engines.burn", "--seconds", str(params.duration),
             "--dtype", params.dtype, "--backend", params.backend]
     return argv + (["--size", str(params.size)] if params.size else [])
 

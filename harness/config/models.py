@@ -189,7 +189,7 @@ class PsuHardware(Strict):
 
     @model_validator(mode="after")
     def _policy_fits(self) -> PsuHardware:
-        from harness.power import usable_psus
+        from harness.series.psu import usable_psus
 
         usable_psus(self.count, self.redundancy)  # ValueError: "4+2 redundancy does not fit 5 PSUs"
         return self

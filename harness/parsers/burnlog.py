@@ -1,4 +1,4 @@
-"""Parse the builtin burn's JSON-lines output (harness/burn_engine.py). Pure.
+"""Parse the builtin burn's JSON-lines output (harness/engines/burn.py). Pure.
 
 Valid when the start and done lines are there, every device listed at the start has a result,
 and no device reported an error. A device that completed no comparison (fewer than two
@@ -33,7 +33,7 @@ def _events(text: str) -> list[dict[str, Any]]:
 
 
 def parse(text: str) -> ParseResult:
-    """gpu_burn.* metrics labelled {gpu, dtype} from `python -m harness.burn_engine` output."""
+    """gpu_burn.* metrics labelled {gpu, dtype} from `python -m harness.engines.burn` output."""
     events = _events(text)
     start = next((e for e in events if e["event"] == "start"), None)
     problems = [(f"GPU {e['gpu']}: " if e.get("gpu") is not None else "") + str(e.get("message"))

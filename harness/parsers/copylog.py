@@ -1,4 +1,4 @@
-"""Parse the builtin copy test's JSON-lines output (harness/copy_engine.py). Pure.
+"""Parse the builtin copy test's JSON-lines output (harness/engines/copy.py). Pure.
 
 Valid when the start and done lines are there, every planned copy has a result and none
 reported an error. Metrics as for nvbandwidth (the tests carry nvbandwidth's names):
@@ -24,7 +24,7 @@ def _where(e: dict[str, Any]) -> str:
 
 
 def parse(text: str) -> ParseResult:
-    """gpu.*_bw metrics from `python -m harness.copy_engine` output."""
+    """gpu.*_bw metrics from `python -m harness.engines.copy` output."""
     events = [e for e in json_objects(text) if isinstance(e.get("event"), str)]
     start = next((e for e in events if e["event"] == "start"), None)
     problems = [_where(e) + str(e.get("message")) for e in events if e["event"] == "error"]

@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness import clockreasons
 from harness.model import Metric
+from harness.parsers import clockreasons
 from harness.parsers.base import ParseResult, invalid
 from harness.units import CELSIUS, COUNT, MHZ, WATT
 

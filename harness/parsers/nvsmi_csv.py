@@ -12,8 +12,8 @@ import csv
 import io
 import re
 
-from harness import clockreasons
 from harness.model import Metric
+from harness.parsers import clockreasons
 from harness.parsers.base import ParseResult, invalid
 from harness.units import CELSIUS, COUNT, MHZ, PERCENT, WATT
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from harness.bmc_config import BmcConfig
 from harness.bmc_model import BmcReading, BmcSource
+from harness.config.bmc import BmcConfig
 from harness.errors import ToolError, ToolTimeout
 from harness.parsers import ipmi, ipmi_sdr, redfish
 from harness.platform import proc

@@ -94,7 +94,7 @@ class GpuSample:
     mem_clock: float | None = None  # MHz
     util: float | None = None  # %
     mem_util: float | None = None  # %
-    reasons: int | None = None  # clock-event reasons bitmask (harness.clockreasons)
+    reasons: int | None = None  # clock-event reasons bitmask (harness.parsers.clockreasons)
     pcie_gen: int | None = None
     pcie_gen_max: int | None = None
     pcie_width: int | None = None

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from harness.fsutil import load_recorded
 from harness.model import CheckResult
-from harness.power_series import PowerSeries, load
 from harness.report.charts import COLOURS
+from harness.series.power import PowerSeries, load
 
 if TYPE_CHECKING:
     from markupsafe import Markup

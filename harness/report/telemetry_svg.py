@@ -1,7 +1,7 @@
 """Telemetry charts for the report: temperature, power and SM clock per GPU over the check's time.
 
 Pure functions from a telemetry Series to inline SVG text; spans in which any GPU throttled
-(a throttling clock-event reason, see harness.clockreasons) are shaded, each with a tooltip
+(a throttling clock-event reason, see harness.parsers.clockreasons) are shaded, each with a tooltip
 naming the GPU and reason. Series longer than MAX_POINTS are thinned by taking every n-th
 sample. Every text is escaped; no script, no network.
 """
@@ -14,12 +14,12 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness import clockreasons
 from harness.fsutil import load_recorded
 from harness.model import CheckResult
+from harness.parsers import clockreasons
 from harness.report.charts import COLOURS
-from harness.telemetry import Series, load
-from harness.telemetry_metrics import intervals
+from harness.run.sampler import Series, load
+from harness.series.telemetry import intervals
 
 if TYPE_CHECKING:
     from markupsafe import Markup

@@ -1,6 +1,6 @@
 """The report's History section as view data: node, changes, drift, trend charts, events.
 
-Built from `RunRecord.history` (the snapshot harness.history wrote into results.json), so
+Built from `RunRecord.history` (the snapshot harness.history.record wrote into results.json), so
 `harness report` re-renders it without the history store.
 """
 

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from harness.config.driftrules import MIN_RATE_DAYS, DriftRule
-from harness.identity import NodeIdentity, part_of
+from harness.history.identity import NodeIdentity, part_of
 from harness.model import Evaluation, Metric, Outcome
 
 VALID = ("passed", "warned", "failed")  # check statuses whose metrics are real measurements

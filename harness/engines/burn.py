@@ -1,6 +1,6 @@
 """The builtin burn: repeated matrix multiplies on every device at once, each result checked.
 
-Run as `python -m harness.burn_engine --seconds 60 --dtype bf16` (the gpu_burn check's
+Run as `python -m harness.engines.burn --seconds 60 --dtype bf16` (the gpu_burn check's
 `builtin` engine does; parsers/burnlog reads its output). Backends: PyTorch or CuPy on GPUs
 (`auto` picks the first importable; neither is a hard dependency), NumPy on the CPU (only when
 asked for, so tests exercise the same logic without a GPU). Silent-data-corruption check: the
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from harness.engine_io import choose_backend, emit
+from harness.engines.io import choose_backend, emit
 
 DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp64")
 _Ops = tuple[Callable[[], Any], Callable[[Any, Any], bool]]  # multiply(), differs(product, first)
@@ -135,7 +135,7 @@ def backend(name: str) -> _Backend:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.burn_engine", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m harness.engines.burn", description=__doc__)
     ap.add_argument("--seconds", type=float, required=True)
     ap.add_argument("--dtype", choices=DTYPES, default="bf16")
     ap.add_argument("--backend", choices=("auto", "torch", "cupy", "numpy"), default="auto")

@@ -22,16 +22,17 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from harness import __version__, results, telemetry
+from harness import __version__, results
 from harness.checks.base import CheckContext
 from harness.compare import evaluate, status_of
 from harness.errors import GuardRefusal, HarnessError, SkipCheck, StorageError, ToolError
 from harness.fsutil import why_not
 from harness.model import EXIT_CODES, CheckResult, Evaluation, Metric, RunRecord, Status
-from harness.plan import PlannedCheck
 from harness.platform import proc
 from harness.platform.ledger import Ledger
-from harness.progress import PlainProgress, Progress
+from harness.run import sampler as telemetry
+from harness.run.plan import PlannedCheck
+from harness.run.progress import PlainProgress, Progress
 
 log = logging.getLogger("harness")
 

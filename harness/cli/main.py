@@ -57,9 +57,9 @@ def run(suite: str | None, profile: str | None, output: Path, only: tuple[str, .
     """
     import os
 
-    from harness import app
+    from harness.run import session as app
 
-    if history is not None:  # read by harness.history at the end of the run
+    if history is not None:  # read by harness.history.record at the end of the run
         os.environ["HARNESS_HISTORY"] = str(history)
 
     def launch() -> int:
@@ -68,7 +68,7 @@ def run(suite: str | None, profile: str | None, output: Path, only: tuple[str, .
                        argv=("harness", *sys.argv[1:]), resume=resume)
 
     if quiet:
-        from harness.quiet import run_quietly
+        from harness.cli.quiet import run_quietly
 
         sys.exit(run_quietly(launch))
     sys.exit(launch())
@@ -120,7 +120,7 @@ def report(run_dir: Path) -> None:
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 def parse(kind: str, file: Path) -> None:
     """Parse a saved tool output FILE with the KIND parser and print JSON."""
-    from harness.app import parse_file
+    from harness.run.session import parse_file
 
     click.echo(json.dumps(parse_file(kind, file), indent=2))
 
@@ -128,13 +128,13 @@ def parse(kind: str, file: Path) -> None:
 @cli.command("list")
 def list_cmd() -> None:
     """List check kinds, parse kinds, suites and profiles."""
-    from harness.app import listing
+    from harness.run.session import listing
 
     click.echo(listing())
 
 
 def _add_history_commands() -> None:
-    from harness.cli_history import baseline, compare, history
+    from harness.cli.history import baseline, compare, history
 
     for command in (baseline, history, compare):
         cli.add_command(command)
@@ -144,7 +144,7 @@ _add_history_commands()
 
 
 def _add_audit_commands() -> None:
-    from harness.cli_audit import audit
+    from harness.cli.audit import audit
 
     cli.add_command(audit)
 
@@ -153,7 +153,7 @@ _add_audit_commands()
 
 
 def _add_fleet_commands() -> None:
-    from harness.cli_fleet import fleet
+    from harness.cli.fleet import fleet
 
     cli.add_command(fleet)
 

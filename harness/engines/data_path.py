@@ -1,6 +1,6 @@
 """The data-path worker: write a dataset-like file set, or read one with N threads into memory.
 
-Run as `python -m harness.data_path_worker generate ...` or `... read ...` (the data_path check
+Run as `python -m harness.engines.data_path generate ...` or `... read ...` (the data_path check
 runs one process per step, so a timeout or Ctrl-C kills it with its process group).
 
 - generate: files of log-uniform random sizes in [min, max] (multiples of 4 KiB) in
@@ -363,7 +363,7 @@ def _size(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.data_path_worker", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m harness.engines.data_path", description=__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("generate")
     g.add_argument("--dir", required=True)

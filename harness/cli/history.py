@@ -1,5 +1,5 @@
 """Commands for baselines and history: `baseline capture`, `history [NODE]`, `history import`,
-`compare RUN_A RUN_B`. Thin like cli.py: the work is in harness.baseline, history and runcompare.
+`compare RUN_A RUN_B`. Thin like cli.py: the work is in harness.history.baseline, history and runcompare.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ def baseline() -> None:
 def capture(run_dirs: tuple[Path, ...], name: str, output: Path | None, extends: str | None,
             force: bool) -> None:
     """Write a profile from the metrics of one or more accepted RUN_DIRS."""
-    from harness import baseline as bl
     from harness import config, results
     from harness.errors import UsageError
+    from harness.history import baseline as bl
 
     out = output or Path("profiles") / f"{name}.yaml"
     if extends:
@@ -66,7 +66,7 @@ def history() -> None:
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def show(node: str | None, history: Path | None, as_json: bool) -> None:
     """List nodes, or NODE's runs (hostname, serial or id) with verdicts and key metrics."""
-    from harness import history_view as hv
+    from harness.history import view as hv
 
     store = hv.open_existing(history)
     try:
@@ -88,8 +88,8 @@ def show(node: str | None, history: Path | None, as_json: bool) -> None:
 def import_cmd(run_dirs: tuple[Path, ...], history: Path | None) -> None:
     """Add existing run directories to the history store (created when missing)."""
     from harness.errors import UsageError
-    from harness.history import import_runs, store_path
-    from harness.store import open_store
+    from harness.history.record import import_runs, store_path
+    from harness.history.store import open_store
 
     path = store_path(None, history)
     if path is None:
@@ -112,8 +112,8 @@ def import_cmd(run_dirs: tuple[Path, ...], history: Path | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def compare(run_a: str, run_b: str, history: Path | None, as_json: bool) -> None:
     """Every metric of RUN_A and RUN_B side by side, largest regression first (exit 0)."""
-    from harness import history_view as hv
-    from harness import runcompare
+    from harness.history import compare as runcompare
+    from harness.history import view as hv
 
     a, b = hv.load_run(run_a, history), hv.load_run(run_b, history)
     rows = runcompare.compare_runs(a, b)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from harness.config import LoadedProfile, LoadedSuite
     from harness.model import CheckResult
-    from harness.plan import PlannedCheck
+    from harness.run.plan import PlannedCheck
 
 
 def run(*, suite: str | None, profile: str | None, output: Path, only: Sequence[str] = (),
@@ -58,9 +58,10 @@ def _plan_run(*, suite: str | None, profile: str | None, output: Path, only: Seq
               inventory_probe: Callable[[], Mapping[str, Any]] | None,
               resume: Path | None) -> Callable[[], int]:
     """Load, check and plan the run (or the resumed one); returns what then runs it."""
-    from harness import config, plan
+    from harness import config
     from harness.platform import sysinfo
-    from harness.resume import digest
+    from harness.run import plan
+    from harness.run.resume import digest
 
     if resume is not None:
         given = [n for n, v in (("SUITE", suite), ("--profile", profile), ("--only", only),
@@ -99,9 +100,9 @@ def _resume(run_dir: Path, allow_destructive: bool,
     """Finish RUN_DIR: same suite, profile and checks; finished checks are kept."""
     from datetime import datetime
 
-    from harness import plan, resume
     from harness.platform import sysinfo
-    from harness.runner import iso, utcnow
+    from harness.run import plan, resume
+    from harness.run.runner import iso, utcnow
 
     r = resume.prepare(run_dir)
     inventory = dict(inventory_probe() if inventory_probe else sysinfo.collect())
@@ -127,10 +128,11 @@ def _launch(planned: Sequence[PlannedCheck], loaded: LoadedSuite, prof: LoadedPr
     import os
     import sys
 
-    from harness import history, plan, progress, resume
+    from harness.history import record as history
     from harness.platform import ledger
     from harness.platform.runlock import RunLock
-    from harness.runner import RunContext, Runner, exit_code, iso, make_run_dir, utcnow
+    from harness.run import plan, progress, resume
+    from harness.run.runner import RunContext, Runner, exit_code, iso, make_run_dir, utcnow
 
     previous = previous or {}
     os.umask(os.umask(0o022) | 0o022)  # nothing the run writes is group- or world-writable

@@ -24,9 +24,9 @@ import yaml
 from harness import __version__, catalog
 from harness.compare import band
 from harness.config.models import Expectation
-from harness.drift import VALID
 from harness.errors import HarnessError, UsageError
-from harness.identity import identity_of
+from harness.history.drift import VALID
+from harness.history.identity import identity_of
 from harness.model import Metric, RunRecord
 from harness.units import BYTES, CELSIUS, COUNT, GBPS, IOPS, JOULE, MHZ, PERCENT, SECONDS, TFLOPS, US, WATT
 

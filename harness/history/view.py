@@ -11,12 +11,12 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from harness.drift import SeriesKey, collapse
 from harness.errors import UsageError
-from harness.history import KEY_METRICS, store_path
-from harness.identity import changes
+from harness.history.drift import SeriesKey, collapse
+from harness.history.identity import changes
+from harness.history.record import KEY_METRICS, store_path
+from harness.history.store import Store, open_store
 from harness.model import RunRecord
-from harness.store import Store, open_store
 
 KEY_COLUMNS = 4
 

@@ -3,7 +3,7 @@
 Metrics per GPU (label `gpu`): peak GPU and HBM temperature, mean and peak power, mean SM clock,
 mean utilisation, energy (from the driver's energy counter, or power integrated over time when
 the GPU has none), the share of samples spent in each throttling clock-event reason
-(`gpu.throttle_pct`, label `reason`, see harness.clockreasons), the best PCIe link seen
+(`gpu.throttle_pct`, label `reason`, see harness.parsers.clockreasons), the best PCIe link seen
 (`which` current/max), and how much the PCIe replay and ECC counters grew during the check.
 
 Judgements: a GPU that stopped answering NVML fails (`gpu.lost`); a GPU whose PCIe link stayed
@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
-from harness import clockreasons
 from harness.model import Evaluation, Metric, Outcome
+from harness.parsers import clockreasons
 from harness.units import CELSIUS, COUNT, JOULE, MHZ, PERCENT, WATT
 
 if TYPE_CHECKING:
-    from harness.telemetry import Series, Value
+    from harness.run.sampler import Series, Value
 
 LOADED_UTIL = 50.0  # % utilisation from which a GPU counts as busy for the link judgement
 SOURCE = "telemetry"

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness import catalog
-from harness.drift import SeriesKey, collapse
-from harness.identity import identity_of
+from harness.history.drift import SeriesKey, collapse
+from harness.history.identity import identity_of
 from harness.model import RunRecord
 
 

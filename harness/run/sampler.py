@@ -19,9 +19,10 @@ from typing import Any, Optional, Union
 
 from pydantic import Field
 
-from harness import ownrules, siblings, telemetry_metrics
+from harness import ownrules, siblings
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params
 from harness.platform import nvml
+from harness.series import telemetry as telemetry_metrics
 
 DEFAULT_PERIOD_S = 1.0
 FORMAT_VERSION = 1

@@ -1,6 +1,6 @@
 """The builtin copy test: pinned host <-> GPU and GPU <-> GPU copy bandwidth, for nodes without nvbandwidth.
 
-Run as `python -m harness.copy_engine --size 536870912 --iterations 16` (the gpu_bandwidth
+Run as `python -m harness.engines.copy --size 536870912 --iterations 16` (the gpu_bandwidth
 check's `builtin` engine does; parsers/copylog reads its output). Backends: PyTorch or CuPy on
 GPUs (`auto` picks the first importable; neither is a hard dependency), NumPy on host memory
 (only when asked for, so tests run the same sizes, timing and arithmetic without a GPU).
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
-from harness.engine_io import choose_backend, emit
+from harness.engines.io import choose_backend, emit
 
 TESTS = {"h2d": "host_to_device_memcpy_ce", "d2h": "device_to_host_memcpy_ce",
          "p2p": "device_to_device_memcpy_write_ce"}
@@ -204,7 +204,7 @@ def backend(name: str, host_devices: int = 2) -> _Backend:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.copy_engine", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m harness.engines.copy", description=__doc__)
     ap.add_argument("--size", type=int, default=None, help="bytes per copy (default 512 MiB on GPUs)")
     ap.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS)
     ap.add_argument("--backend", choices=("auto", "torch", "cupy", "numpy"), default="auto")

@@ -1,6 +1,6 @@
 """History of runs: a small storage layer (the Store protocol) and its SQLite implementation.
 
-Runs are keyed by run id and belong to a node, resolved by serial numbers (harness.identity),
+Runs are keyed by run id and belong to a node, resolved by serial numbers (harness.history.identity),
 so a renamed host or a swapped GPU stays the same node. Only metrics of checks that measured
 validly (passed, warned, failed) are stored. The schema carries a version in `meta`.
 """
@@ -15,9 +15,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
 
-from harness.drift import VALID
 from harness.errors import StorageError
-from harness.identity import NodeIdentity, identity_of, same_node
+from harness.history.drift import VALID
+from harness.history.identity import NodeIdentity, identity_of, same_node
 from harness.model import Metric, RunRecord
 
 SCHEMA_VERSION = 1

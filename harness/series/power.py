@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from harness import power
 from harness.bmc_model import BmcReading
 from harness.model import Evaluation, Metric, Outcome
 from harness.platform.nvml import GpuLimits, GpuSample
+from harness.series import psu as power
 from harness.units import CELSIUS, COUNT, PERCENT, WATT
 
 FORMAT_VERSION = 1

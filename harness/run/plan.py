@@ -115,7 +115,7 @@ def render_dry_run(suite: LoadedSuite, profile: LoadedProfile, profile_reason: s
                    allow_destructive: bool) -> str:
     """The plan as text: every check, its exact command lines, and every rule that can fail it:
     the profile's and the suite's expectations, then the kind's own rules from its params."""
-    from harness import telemetry
+    from harness.run import sampler as telemetry
 
     hardware = profile.profile.hardware.model_dump()
     lines = [f"suite   {suite.suite.name}  ({suite.path})",

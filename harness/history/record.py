@@ -22,12 +22,12 @@ from typing import Any
 from harness import catalog
 from harness.compare import status_of
 from harness.config.driftrules import DriftRule
-from harness.drift import VALID, RunPoint, SeriesKey, SourcedRule, collapse, reference
-from harness.drift import evaluate as evaluate_drift
 from harness.errors import HarnessError
-from harness.identity import NodeIdentity, changes, identity_of
+from harness.history.drift import VALID, RunPoint, SeriesKey, SourcedRule, collapse, reference
+from harness.history.drift import evaluate as evaluate_drift
+from harness.history.identity import NodeIdentity, changes, identity_of
+from harness.history.store import RunRow, Store, open_store
 from harness.model import CheckResult, Evaluation, RunRecord, Status
-from harness.store import RunRow, Store, open_store
 
 ENV = "HARNESS_HISTORY"
 OFF = ("off", "none", "no", "false", "0")
@@ -210,7 +210,7 @@ def snapshot_of(record: RunRecord, ident: NodeIdentity, node_id: int | None, row
 
 
 def _wanted(key: SeriesKey, rules: Sequence[SourcedRule]) -> tuple[int, str] | None:
-    from harness.drift import selects
+    from harness.history.drift import selects
 
     if any(selects(r.rule, key) for r in rules):
         return (-1, key.text())

@@ -1,0 +1,1 @@
+"""Command line: parse arguments, call the core, map errors to exit codes."""

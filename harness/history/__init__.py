@@ -1,0 +1,1 @@
+"""Runs over time: the store, node identity by serial, drift, baselines, run comparison."""

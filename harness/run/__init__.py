@@ -1,0 +1,1 @@
+"""One run on this node: load, plan, run each check, persist, render once."""

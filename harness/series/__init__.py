@@ -1,0 +1,1 @@
+"""Pure time-series logic: what checks record and reports read (telemetry, power, PSU)."""
