@@ -33,8 +33,8 @@ GOAL_GPUS = 8
 
 
 def use_fake(gpus: int) -> None:
-    """Put the tests' fake NVML (tests/fakenvml.py) in place of pynvml."""
-    sys.path.insert(0, str(ROOT / "tests"))
+    """Put the tests' fake NVML (tests/support/fakenvml.py) in place of pynvml."""
+    sys.path.insert(0, str(ROOT / "tests" / "support"))
     import fakenvml
 
     sys.modules["pynvml"] = fakenvml.module([fakenvml.FakeGpu() for _ in range(gpus)])
@@ -92,13 +92,13 @@ def main() -> int:
     backend = "real NVML"
     if a.fake:
         use_fake(a.gpus)
-        backend = "fake NVML (tests/fakenvml.py): the harness's own cost only"
+        backend = "fake NVML (tests/support/fakenvml.py): the harness's own cost only"
     try:
         session = nvml.NvmlSession()
     except nvml.NvmlUnavailable as e:
         print(f"{e}; using the fake NVML")
         use_fake(a.gpus)
-        backend = "fake NVML (tests/fakenvml.py): the harness's own cost only"
+        backend = "fake NVML (tests/support/fakenvml.py): the harness's own cost only"
         session = nvml.NvmlSession()
     with session:
         n = len(session.handles)

@@ -20,7 +20,7 @@ pkgs+=(stress-ng)
 # the fleet tests start a real Slurm lab (scripts/slurm-up.sh) and a real Pushgateway themselves
 [ $want_test = 1 ] && pkgs+=(slurmctld slurmd slurm-client munge prometheus-pushgateway)
 # node power and PSU state come from the BMC through ipmitool (harness/platform/bmc.py); the BMC
-# tests run it against OpenIPMI's ipmi_sim with a DCMI module built by gcc (tests/bmcsim.py) and
+# tests run it against OpenIPMI's ipmi_sim with a DCMI module built by gcc (tests/support/bmcsim.py) and
 # Redfish against a local HTTPS server with an openssl certificate
 pkgs+=(ipmitool)
 [ $want_test = 1 ] && pkgs+=(openipmi gcc libopenipmi-dev openssl)

@@ -1,0 +1,149 @@
+"""The gpu_health kind through the real NVML edge over a fake pynvml (tests only), with a
+stand-in `dmesg` printing real kernel-log XID lines (tests/data/xid)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from pathlib import Path
+
+from fakenvml import FakeGpu, install
+
+from harness.checks.base import CheckContext
+from harness.checks.gpu_health import KIND, GpuHealthParams
+from harness.model import Outcome
+
+XID = Path(__file__).parents[1] / "data" / "xid"
+
+
+def ctx(tmp_path: Path, pcis: list[str]) -> CheckContext:
+    inv = {"gpus": [{"index": i, "pci_bus_id": p} for i, p in enumerate(pcis)]}
+    return CheckContext("health", tmp_path, 60, False, False, inv, logging.getLogger("t"))
+
+
+def fake_dmesg(tmp_path: Path, monkeypatch, sample: str | None, rc: int = 0) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    denied = 'echo "dmesg: read kernel buffer failed: Operation not permitted" >&2\n'
+    body = f'cat "{XID / sample}"\n' if sample else denied
+    exe = bindir / "dmesg"
+    exe.write_text(f"#!/bin/sh\n{body}exit {rc}\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+
+
+def fails(out) -> dict[tuple[str, int], str]:
+    return {(e.metric, e.labels["gpu"]): e.message for e in out.evaluations if e.outcome is Outcome.FAIL}
+
+
+def test_healthy_node_passes_every_rule(tmp_path: Path, monkeypatch):
+    install(monkeypatch, [FakeGpu() for _ in range(8)])
+    out = KIND.run(GpuHealthParams(xid_source="none"), ctx(tmp_path, []))
+    assert out.problems == () and fails(out) == {}
+    passed = {e.metric for e in out.evaluations if e.outcome is Outcome.PASS}
+    assert passed == {"gpu.persistence_mode", "gpu.ecc_mode", "gpu.ecc_uncorrected", "gpu.retired_pages",
+                      "gpu.retired_pending", "gpu.remap_failure", "gpu.remap_pending", "gpu.nvlink_down",
+                      "gpu.pcie_width"}
+    assert out.summary == "8 GPUs: healthy"
+    m = {(x.name, x.labels["gpu"], x.labels.get("which")): x.value for x in out.metrics}
+    assert m[("gpu.pcie_width", 7, "max")] == 16 and m[("gpu.nvlink_down", 0, None)] == 0
+
+
+def test_each_fault_is_named_on_its_gpu(tmp_path: Path, monkeypatch):
+    gpus = [FakeGpu() for _ in range(8)]
+    gpus[1].lost_after = -1  # fell off the bus before we looked
+    gpus[2].ecc = {(1, 0): 2}  # uncorrected, volatile
+    gpus[3].pcie = (4, 5, 8, 16)
+    gpus[4].persistence = False
+    gpus[5].remap = (0, 1, 1, 0)
+    gpus[6].retired = (20, 0)
+    gpus[7].nvlinks_down = 2
+    install(monkeypatch, gpus)
+    out = KIND.run(GpuHealthParams(xid_source="none"), ctx(tmp_path, []))
+    assert fails(out) == {
+        ("gpu.lost", 1): "GPU 1 does not answer NVML: GPU is lost: GPU is lost",
+        ("gpu.ecc_uncorrected", 2): "GPU 2: 2 uncorrectable ECC errors (volatile)",
+        ("gpu.pcie_width", 3): "GPU 3: PCIe link trained down: x8 of x16 (Gen4 of Gen5 at idle)",
+        ("gpu.persistence_mode", 4): "GPU 4: persistence mode is off (nvidia-smi -pm 1)",
+        ("gpu.remap_pending", 5): "GPU 5: a row remap is pending: reset the GPU",
+        ("gpu.nvlink_down", 7): "GPU 7: 2 of 18 NVLink links are down",
+    }
+    (warn,) = [e for e in out.evaluations if e.outcome is Outcome.WARN]
+    assert warn.labels == {"gpu": 6}
+    assert warn.message == "GPU 6: 20 retired pages (warn from 15, fail from 60)"
+    assert out.summary == "8 GPUs: 6 failed, 1 warning(s)"
+    assert out.details["pcie_gen_at_idle"] == ("GPU 3 Gen4 of Gen5 (normal at idle; judged under load by "
+                                               "the burn)")
+
+
+def test_critical_xid_from_the_kernel_log_fails_its_gpu(tmp_path: Path, monkeypatch):
+    install(monkeypatch, [FakeGpu(), FakeGpu()])
+    fake_dmesg(tmp_path, monkeypatch, "gpud_readme_dmesg_xid79_fallen_off_bus_with_nvswitch_sxid.txt")
+    out = KIND.run(GpuHealthParams(), ctx(tmp_path, ["00000000:18:00.0", "00000000:91:00.0"]))
+    assert fails(out) == {("gpu.xid_critical", 1): "GPU 1: 1 critical XID event(s) in the kernel log "
+                                                    "(codes 48, 63, 64, 74, 79, 92, 94, 95, 119, 120)"}
+    xids = {(m.name, m.labels.get("gpu"), m.labels.get("xid")): m.value for m in out.metrics
+            if m.name.startswith("gpu.xid")}
+    assert xids == {("gpu.xid", 1, 79): 1.0, ("gpu.xid_critical", 0, None): 0.0,
+                    ("gpu.xid_critical", 1, None): 1.0}
+    first = out.details["xid_events"][0]
+    assert first["message"] == "pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+
+
+def test_non_critical_xids_are_recorded_and_policy_is_a_param(tmp_path: Path, monkeypatch):
+    install(monkeypatch, [FakeGpu()])
+    fake_dmesg(tmp_path, monkeypatch, "gpud_readme_dmesg_ctime_xid13_xid109_peermem.txt")
+    out = KIND.run(GpuHealthParams(), ctx(tmp_path, ["00000000:CB:00.0"]))
+    assert fails(out) == {}  # 13 and 109 are not in the default critical set
+    assert {(m.labels["xid"], m.value) for m in out.metrics if m.name == "gpu.xid"} == {(13, 3.0), (109, 1.0)}
+    out = KIND.run(GpuHealthParams(xid_critical=[13]), ctx(tmp_path, ["00000000:CB:00.0"]))
+    assert list(fails(out)) == [("gpu.xid_critical", 0)]
+
+
+def test_xid_on_an_unknown_pci_address_keeps_the_address(tmp_path: Path, monkeypatch):
+    install(monkeypatch, [FakeGpu()])
+    fake_dmesg(tmp_path, monkeypatch, "gpud_dmesg_ctime_xe9680_xid119_gsp_timeout.log")
+    out = KIND.run(GpuHealthParams(), ctx(tmp_path, ["00000000:18:00.0"]))
+    (m,) = [m for m in out.metrics if m.name == "gpu.xid"]
+    assert m.labels == {"pci": "0000:9b:00", "xid": 119} and m.value == 5
+
+
+def test_unreadable_kernel_log_makes_the_run_invalid(tmp_path: Path, monkeypatch):
+    install(monkeypatch, [FakeGpu()])
+    fake_dmesg(tmp_path, monkeypatch, None, rc=1)
+    out = KIND.run(GpuHealthParams(), ctx(tmp_path, []))
+    (p,) = out.problems
+    assert p.startswith("could not read the kernel log for XIDs (dmesg: exit 1: dmesg: read kernel buffer")
+    assert p.endswith("run as root, or set xid_source: none")
+
+
+def test_plan_lists_the_log_command():
+    cmds = KIND.plan(GpuHealthParams(xid_source="journal", xid_window_h=6), {})
+    assert cmds[0].argv == ("journalctl", "-k", "--no-pager", "-o", "short-iso", "--since=-6h")
+    assert [c.argv for c in KIND.plan(GpuHealthParams(xid_source="none"), {})] == [("NVML",)]
+
+
+def test_the_profile_sets_the_site_xid_policy_unless_the_suite_does(tmp_path: Path):
+    from clihelp import harness, write
+
+    from harness.config import load_profile, load_suite
+    from harness.run.plan import build
+
+    profile = write(tmp_path / "site.yaml", "name: site\nextends: h100-sxm-8x\n"
+                    "hardware: {gpu: {xid_critical: [13, 79]}}\n")
+    suite = write(tmp_path / "s.yaml", "name: s\nchecks:\n  - {id: plain, kind: gpu_health}\n"
+                  "  - {id: own, kind: gpu_health, params: {xid_critical: [48]}}\n")
+    plain, own = build(load_suite(suite), load_profile(profile))
+    assert plain.check.params.xid_critical == [13, 79] and own.check.params.xid_critical == [48]
+    assert load_profile(profile).profile.hardware.gpu.count == 8  # the rest of the parent's gpu block stays
+    r = harness("run", str(suite), "--profile", str(profile), "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "verdict: XIDs 13, 79 in the kernel log fail their GPU" in r.stdout
+    assert "verdict: XIDs 48 in the kernel log fail their GPU" in r.stdout
+    assert "verdict: NVML must see 8 GPUs [profile hardware.gpu.count]" in r.stdout
+    assert ("verdict: every GPU has at least 74.5 GiB (80.0 GB) [profile hardware.gpu.memory_min_bytes]"
+            in r.stdout)
+    bad = write(tmp_path / "bad.yaml", "name: bad\nhardware: {gpu: {xid_critical: [13, 0]}}\n")
+    r = harness("validate", str(bad))
+    assert r.returncode == 2 and f"{bad}:2:" in r.stderr and "greater than or equal to 1" in r.stderr

@@ -1,0 +1,238 @@
+"""`harness fleet` against a real Slurm cluster (munged + slurmctld + 4 slurmd on this host).
+
+One lab serves the module. The suite is inventory + a small fio job + a command check whose
+numbers depend on the node it runs on ($SLURMD_NODENAME): n3 is the planted bad node (its check
+fails), n2 the planted outlier (passes its floor, far below its siblings).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from clihelp import ROOT
+from promhelp import pushgateway, scrape
+from slurmlab import OWNER, Lab, slurm_lab, stop_orphans
+
+pytestmark = pytest.mark.slow
+
+BENCH = """\
+import os, sys, time
+node = os.environ.get("SLURMD_NODENAME", "?")
+if node in sys.argv[1:]:
+    time.sleep(300)  # made to hang: the test cancels this job
+bw = {"n2": 60.0, "n3": 99.0}.get(node, 100.0 + int(node.lstrip("n") or 0) % 2 * 0.5)
+print(f"bw: {bw}")
+print(f"errors: {3 if node == 'n3' else 0}")
+"""
+
+SUITE = """\
+name: fleet-test
+checks:
+  - id: inventory
+    kind: inventory
+{fio}  - id: app
+    kind: command
+    params:
+      argv: [{python}, {bench}{hang}]
+      metrics:
+        - {{name: app.bw, unit: GB/s, better: higher, regex: 'bw: (?P<value>[0-9.]+)'}}
+        - {{name: app.errors, unit: count, better: lower, regex: 'errors: (?P<value>[0-9]+)'}}
+    expect:
+      - {{metric: app.bw, min: 50, unit: GB/s}}
+      - {{metric: app.errors, max: 0, unit: count}}
+"""
+
+FIO = """\
+  - id: fio
+    kind: fio
+    params:
+      jobs:
+        - {name: randread_4k, rw: randread, bs: 4k, iodepth: 4, size: 8M, runtime: 1}
+"""
+
+PROFILE = "name: lenient\nhardware:\n  memory_min_bytes: 1048576\nexpectations: []\n"
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Lab]:
+    with slurm_lab(nodes=4) as lab:
+        yield lab
+
+
+def files(tmp: Path, fio: bool = True, hang: str = "") -> tuple[Path, Path]:
+    (tmp / "bench.py").write_text(BENCH)
+    suite = tmp / "suite.yaml"
+    suite.write_text(SUITE.format(fio=FIO if fio else "", python=sys.executable, bench=tmp / "bench.py",
+                                  hang=f", {hang}" if hang else ""))
+    (tmp / "lenient.yaml").write_text(PROFILE)
+    return suite, tmp / "lenient.yaml"
+
+
+def operator_drain(lab: Lab, node: str) -> subprocess.CompletedProcess[str]:
+    return lab.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=operator: bad fan")
+
+
+def fleet(lab: Lab, *args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
+    return lab.run(sys.executable, "-m", "harness", "fleet", *args, timeout=timeout)
+
+
+def test_fleet_run_reports_drains_exports_and_resumes(lab: Lab, tmp_path: Path):
+    suite, profile = files(tmp_path)
+    out = tmp_path / "fleet"
+    t0 = time.monotonic()
+    with pushgateway(tmp_path) as url:
+        r = fleet(lab, "run", str(suite), "--nodes", "n[1-4]", "--output", str(out),
+                  "--profile", str(profile), "--time", "10", "--drain-failed", "--poll-interval", "1s",
+                  "--start-timeout", "5m", "--pushgateway", url, "--prom-textfile", str(out))
+        took = time.monotonic() - t0
+        assert r.returncode == 1, r.stdout + r.stderr
+        pushed = scrape(url)
+    print(f"fleet run on 4 nodes: {took:.1f} s")
+    assert "submitted 4 of 4 job(s) for n[1-4]" in r.stdout
+    assert "4 node(s): 0 pending, 0 running, 4 done, 0 failed" in r.stderr  # the plain progress lines
+    # (fio on four fake nodes sharing one disk may add outliers of its own: not asserted)
+    assert "REJECTED: 4 node(s): 3 accepted, 1 rejected; " in r.stdout
+    assert "OUTLIER    n2: app: app.bw 60 GB/s vs fleet median 99.5 GB/s (-39.7 %, z -3" in r.stdout
+    doc = json.loads((out / "fleet.json").read_text())
+    nodes = {n["node"]: n for n in doc["nodes"]}
+    assert {n: v["status"] for n, v in nodes.items()} == {"n1": "ACCEPTED", "n2": "ACCEPTED",
+                                                          "n3": "REJECTED", "n4": "ACCEPTED"}
+    reason = "harness: app app.errors measured 3, expected <= 0"
+    assert doc["drain"] == [{"node": "n3", "reason": reason}]
+    assert nodes["n3"]["evidence"][0] == {"check": "app", "what": "app.errors",
+                                          "detail": "measured 3, expected <= 0", "kind": "failed"}
+    bw = [o for o in doc["outliers"] if o["metric"] == "app.bw"]
+    assert [(o["node"], o["value"]) for o in bw] == [("n2", 60.0)]
+    assert "n2" in doc["outlier_nodes"]
+    for n in lab.nodes:  # each node's own run, written by its job
+        (run_dir,) = [p for p in (out / "nodes" / n).iterdir() if (p / "results.json").is_file()]
+        assert nodes[n]["run_dir"] == str(run_dir.relative_to(out))
+        assert json.loads((out / "nodes" / n / "job-exit.json").read_text())["node"] == n
+    # JUnit: one testsuite per node
+    suites = {s.get("name"): s for s in ET.parse(out / "junit.xml").getroot().findall("testsuite")}
+    assert sorted(suites) == ["n1", "n2", "n3", "n4"] and suites["n3"].get("failures") == "1"
+    html = (out / "fleet.html").read_text()
+    assert "Nodes to drain / RMA (1)" in html and reason.replace(">", "&gt;").replace("<", "&lt;") in html
+    # drained for real, with the reason; the Pushgateway and the textfile hold each node's series
+    assert lab.node_state("n3") == ("drained", reason)
+    status = {dict(k[1])["node"]: dict(k[1])["status"] for k, v in pushed.items()
+              if k[0] == "harness_fleet_node_status" and v == 1.0}
+    assert status == {"n1": "ACCEPTED", "n2": "ACCEPTED", "n3": "REJECTED", "n4": "ACCEPTED"}
+    assert any(k[0] == "harness_fleet_outlier_zscore" and dict(k[1])["node"] == "n2" and v < -3.5
+               for k, v in pushed.items())
+    assert "harness_metric{" in (out / "harness.prom").read_text()
+
+    # an operator drains n4 for a reason of their own: resume must leave it alone
+    assert operator_drain(lab, "n4").returncode == 0
+    try:
+        r = fleet(lab, "resume", str(out))
+        assert r.returncode == 0, r.stderr
+        assert f"resumed n3 (was: {reason})" in r.stdout
+        assert "kept n4: drained by someone else: operator: bad fan" in r.stdout
+        assert lab.node_state("n4") == ("drained", "operator: bad fan")
+        lab.wait_for("n3 to be idle", lambda: lab.node_state("n3")[0].rstrip("*") == "idle", 60)
+        log = json.loads((out / "drain.json").read_text())
+        assert [(a["node"], a["action"], a["done"]) for a in log] == [
+            ("n3", "drain", True), ("n1", "keep", False), ("n2", "keep", False), ("n3", "resume", True),
+            ("n4", "keep", False)]
+    finally:
+        lab.run("scontrol", "update", "nodename=n4", "state=resume")
+
+    # the report can be made again later from the directory
+    r = fleet(lab, "report", str(out))
+    assert r.returncode == 1 and "REJECTED: 4 node(s): 3 accepted, 1 rejected" in r.stdout
+
+
+def test_never_started_cancelled_and_refused_nodes_are_errored(lab: Lab, tmp_path: Path):
+    suite, profile = files(tmp_path, fio=False, hang="n1")
+    out = tmp_path / "fleet"
+    assert operator_drain(lab, "n4").returncode == 0
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "harness", "fleet", "run", str(suite), "--nodes",
+                                 "n[1,4,9]", "--output", str(out), "--profile", str(profile),
+                                 "--drain-failed",
+                                 "--poll-interval", "1s", "--start-timeout", "20s"],
+                                cwd=ROOT, env={**os.environ, **lab.env}, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            # once n1's harness is running its (hanging) app check, cancel the job like an operator
+            started = lambda: any((out / "nodes" / "n1").glob("*/checks/inventory.json"))  # noqa: E731
+            lab.wait_for("n1's run to start", started)
+            job = json.loads((out / "fleet-run.json").read_text())["jobs"]["n1"]["job_id"]
+            assert lab.run("scancel", job).returncode == 0
+            stdout, stderr = proc.communicate(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        assert proc.returncode == 3, stdout + stderr
+        doc = json.loads((out / "fleet.json").read_text())
+        nodes = {n["node"]: n for n in doc["nodes"]}
+        assert {v["status"] for v in nodes.values()} == {"ERRORED"} and sorted(nodes) == ["n1", "n4", "n9"]
+        assert nodes["n1"]["reason"].startswith(f"job {job} ended CANCELLED")
+        assert "the run is incomplete" in nodes["n1"]["reason"]
+        assert nodes["n4"]["reason"].startswith("never started: still PENDING (ReqNodeNotAvail")
+        assert "node n4 is drained: operator: bad fan; cancelled by harness" in nodes["n4"]["reason"]
+        assert nodes["n9"]["reason"] == "sbatch refused: sbatch --parsable: sbatch: error: Batch job " \
+                                        "submission failed: Invalid node name specified"
+        assert doc["drain"] == [] and "  drained " not in stdout  # errors are not hardware verdicts
+        assert lab.node_state("n4") == ("drained", "operator: bad fan")
+        assert lab.node_state("n1")[0].rstrip("*") in ("idle", "completing")
+    finally:
+        lab.run("scontrol", "update", "nodename=n4", "state=resume")
+
+
+def no_slurm_report(out: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", "fleet", "report", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "SLURM_CONF": str(tmp_path / "no-such-slurm.conf")})
+
+
+def test_no_wait_then_status_then_report(lab: Lab, tmp_path: Path):
+    suite, profile = files(tmp_path, fio=False)
+    out = tmp_path / "fleet"
+    r = fleet(lab, "run", str(suite), "--nodes", "n[1-2]", "--output", str(out), "--profile", str(profile),
+              "--no-wait")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"follow with: harness fleet status {out}" in r.stdout
+    # a report while Slurm cannot be asked: a warning, then what the files say (pending nodes, or
+    # nodes whose results are already complete: the jobs may have finished by now)
+    early = no_slurm_report(out, tmp_path)
+    assert "warning: cannot ask Slurm (squeue" in early.stderr and (out / "fleet.html").is_file()
+    assert early.returncode in (0, 1) and "report: " in early.stdout
+    codes: list[int] = []
+
+    def finished() -> bool:
+        s = fleet(lab, "status", str(out))
+        codes.append(s.returncode)
+        return s.returncode == 0 and "2 accepted" in s.stdout
+
+    lab.wait_for("both nodes to finish", finished, timeout=240)
+    r = fleet(lab, "report", str(out))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("ACCEPTED: 2 node(s): 2 accepted; 0 outlier node(s)")
+    assert json.loads((out / "fleet.json").read_text())["verdict"] == "ACCEPTED"
+    # later, with the scheduler out of reach, nothing is left to ask: the saved states suffice
+    gone = no_slurm_report(out, tmp_path)
+    assert gone.returncode == 0 and gone.stdout.startswith("ACCEPTED: 2 node(s)"), gone.stderr
+    r = fleet(lab, "run", str(suite), "--nodes", "n1", "--output", str(out), "--no-wait")
+    assert r.returncode == 2 and "already holds a fleet run" in r.stderr
+
+
+def test_a_lab_left_by_a_dead_test_process_is_stopped_and_removed():
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    lab = Path(tempfile.mkdtemp(prefix="harness-slurmlab-", dir="/tmp"))
+    (lab / "run").mkdir()
+    (lab / OWNER).write_text(str(dead.pid))
+    stop_orphans()
+    assert not lab.exists()

@@ -1,0 +1,130 @@
+"""The power_headroom section of the report: headroom figure, chart with capacity and 80% lines,
+stacked GPU power, PSU table, 'estimated' marking; escaping; and the page in a real Chromium.
+
+The series and BMC texts are SYNTHETIC (built here), hostile strings included on purpose.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import report_samples as samples
+
+from harness.bmc_model import BmcReading, PsuReading
+from harness.model import CheckResult, Evaluation, Metric, Outcome, Status
+from harness.platform.nvml import GpuSample
+from harness.report import write_reports
+from harness.report.html import render_html
+from harness.report.power_svg import chart, power_view, psu_failures
+from harness.series import power as power_series
+from harness.series.power import Sample
+
+EVIL = samples.HOSTILE[0]
+
+
+def bmc(t: float, watts: float, lost: bool = False) -> BmcReading:
+    psus = tuple(PsuReading(f"PSU{i}" if i != 2 else f"PSU2{EVIL}", not (lost and i == 3), watts / 6, None,
+                            3300.0, "AC lost" + EVIL if lost and i == 3 else "ok") for i in range(1, 7))
+    return BmcReading(t, watts, psus, not lost, "ipmitool dcmi " + EVIL)
+
+
+def power_check(run_dir: Path, *, estimated: bool = False, lost: bool = False) -> CheckResult:
+    samples_ = []
+    for i in range(-2, 14):
+        phase = "before" if i < 0 else ("load" if i < 10 else "cooldown")
+        watts = 2100.0 if phase != "load" else 9000.0 + 40 * i
+        reading = None if estimated else bmc(i, watts, lost and i >= 5)
+        gpus = tuple(GpuSample(g, power=80.0 if phase != "load" else 650.0) for g in range(8))
+        samples_.append(Sample(float(i), phase, reading, None, gpus))
+    series = power_series.build(samples_, 1.0, allowance_w=4600.0 if estimated else None, capacity_w=13200.0,
+                                source="estimated" if estimated else "ipmitool dcmi " + EVIL)
+    path = power_series.save(series, run_dir / "raw" / "power")
+    peak = max(v for v, p in zip(series.node_w, series.phase, strict=True) if p == "load" and v)
+    head = 100 * (1 - peak / 13200)
+    ticks = [power_series.power.BmcTick(s.t, s.phase, s.bmc) for s in samples_ if s.bmc]
+    return CheckResult(
+        "power", "power_headroom", Status.FAILED if lost else Status.PASSED, "peak", "2024-05-01T10:00:00Z",
+        20.0, metrics=(Metric("power.node_peak", peak, "W"), Metric("power.headroom_pct", head, "%"),
+                       Metric("power.usable_capacity", 13200.0, "W")),
+        evaluations=(Evaluation("power.headroom_pct", {}, Outcome.PASS, "fail", head, "%", None, 20.0, None,
+                                "each", "ok", None, "dgx-h100"),),
+        details={"power": {"file": str(path.relative_to(run_dir))},
+                 "psus": power_series.power.psu_table(ticks)})
+
+
+def test_the_power_section_shows_the_figure_chart_and_psu_table(tmp_path: Path):
+    c = power_check(tmp_path, lost=True)
+    view = power_view(c, tmp_path)
+    assert view is not None and view.headroom == "29.1 %" and view.outcome == "pass"
+    assert view.peak == "9,360 W" and view.capacity == "13.2 kW" and not view.estimated
+    svg = str(view.chart)
+    assert svg.count('class="gpu"') == 8  # one stacked band per GPU
+    assert "usable capacity" in svg and "80% (20% headroom)" in svg
+    assert ">13.2 kW<" in svg and ">10.6 kW<" in svg
+    assert re.search(r'class="node" d="M[^"]+" fill="none" stroke="#1f2328" stroke-width="2">', svg)
+    assert "stroke-dasharray=\"5 3\"" not in svg  # measured: a solid line
+    assert "PSU3 not OK at 5.0 s" in svg and psu_failures(power_series.load(
+        tmp_path / "raw/power/power.json")) == [(5.0, "PSU3 not OK")]
+    html = render_html(samples.record().__class__(**{**samples.record().__dict__, "checks": (c,)}), tmp_path)
+    assert "<h3>Power headroom</h3>" in html and ">29.1 %</div>" in html
+    row = re.search(r'<tr class="row-fail"><td class="mono">PSU3</td><td>OK</td><td>NOT OK</td>.*?</tr>',
+                    html)
+    assert row and "AC lost&lt;script&gt;" in row.group(0)
+    assert EVIL not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html  # BMC texts escaped
+
+
+def test_estimated_power_is_marked(tmp_path: Path):
+    view = power_view(power_check(tmp_path, estimated=True), tmp_path)
+    assert view is not None and view.estimated
+    assert view.basis == ("estimated: GPU power (NVML) + 4,600 W allowance for the rest of the node; "
+                          "no BMC reading")
+    svg = str(view.chart)
+    assert "Node input power over time (estimated)" in svg and 'stroke-dasharray="5 3"' in svg
+    assert view.psus == ()  # no BMC, no PSU table
+
+
+def test_no_view_without_a_readable_series(tmp_path: Path):
+    c = power_check(tmp_path)
+    assert power_view(c, None) is None
+    outside = CheckResult(**{**c.__dict__, "details": {"power": {"file": "../../etc/passwd"}}})
+    assert power_view(outside, tmp_path) is None
+    (tmp_path / "raw/power/power.json").write_text("{not json")
+    assert power_view(c, tmp_path) is None
+    assert chart(power_series.PowerSeries(1.0, (0.0,), ("load",), (1.0,), {})) == ""
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason=f"{CHROMIUM} not installed")
+def test_power_section_in_chromium(tmp_path: Path):
+    from playwright.sync_api import sync_playwright
+
+    rec = samples.record()
+    write_reports(rec.__class__(**{**rec.__dict__, "checks": (power_check(tmp_path, lost=True),)}), tmp_path)
+    seen: dict[str, list[Any]] = {"errors": [], "requests": []}
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox", "--disable-gpu"],
+                              headless=True)
+        try:
+            page = b.new_page(viewport={"width": 1300, "height": 900})
+            page.on("pageerror", lambda e: seen["errors"].append(str(e)))
+            page.on("request", lambda r: seen["requests"].append(r.url))
+            page.goto((tmp_path / "report.html").as_uri(), wait_until="load")
+            figure = page.locator(".headroom")
+            assert figure.inner_text() == "29.1 %"
+            size = float(figure.evaluate("e => parseFloat(getComputedStyle(e).fontSize)"))
+            assert size >= 28  # the headroom figure is large
+            svg = page.locator("svg.power")
+            box = svg.bounding_box()
+            assert box is not None and box["width"] > 600 and box["height"] > 250
+            assert page.locator("svg.power path.gpu").count() == 8
+            assert page.locator("table.psus tbody tr").count() == 6
+            assert page.locator("script").count() == 0
+            svg.screenshot(path=str(tmp_path / "power.png"))
+        finally:
+            b.close()
+    assert seen["errors"] == [] and seen["requests"] == [(tmp_path / "report.html").as_uri()]

@@ -1,0 +1,56 @@
+"""Helpers for tests that drive the real `harness` command in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def harness(*args: str, cwd: Path | None = None, timeout: float = 180,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd or ROOT, text=True,
+                          capture_output=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def run_dirs(output: Path) -> list[Path]:
+    """The run directories in an output directory (not its hidden .template-cache)."""
+    return sorted(p for p in output.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def results(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "results.json").read_text())
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+QUICK_FIO = """\
+name: quick
+checks:
+  - id: inventory
+    kind: inventory
+  - id: fio
+    kind: fio
+    params:
+      jobs:
+        - {name: randread_4k, rw: randread, bs: 4k, iodepth: 8, size: 16M, runtime: 1}
+        - {name: seqwrite_1m, rw: write, bs: 1M, iodepth: 4, size: 16M, runtime: 1}
+"""
+
+PASS_PROFILE = """\
+name: lenient
+hardware:
+  memory_min_bytes: 1048576
+expectations:
+  - {metric: fio.iops, labels: {job: randread_4k, rw: read}, min: 10, unit: IOPS}
+  - {metric: fio.bw, labels: {job: seqwrite_1m, rw: write}, min: 0.0001, unit: GB/s}
+"""
