@@ -17,6 +17,9 @@ pkgs+=(stress-ng)
 [ $want_test = 1 ] && pkgs+=(nvme-cli smartmontools)
 # the port-health tests run the real ibstat (its answer on a node without HCAs)
 [ $want_test = 1 ] && pkgs+=(infiniband-diags)
+# the rdma tests run the real perftest binaries (their errors on a node without HCAs) and the audit
+# reads the rdma-core version
+[ $want_test = 1 ] && pkgs+=(perftest rdma-core)
 # the fleet tests start a real Slurm lab (scripts/slurm-up.sh) and a real Pushgateway themselves
 [ $want_test = 1 ] && pkgs+=(slurmctld slurmd slurm-client munge prometheus-pushgateway)
 # node power and PSU state come from the BMC through ipmitool (harness/platform/bmc.py); the BMC
