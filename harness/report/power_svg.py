@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from harness.fsutil import load_recorded
 from harness.model import CheckResult
 from harness.report.charts import COLOURS
+from harness.report.svg import thin
 from harness.series.power import PowerSeries, load
 
 if TYPE_CHECKING:
@@ -57,12 +58,14 @@ def chart(series: PowerSeries) -> str:
     t = series.t
     if len(t) < 2:
         return ""
-    step = max(1, math.ceil(len(t) / MAX_POINTS))
-    idx = list(range(0, len(t), step))
-    node = [(t[i], v) for i in idx if (v := series.node_w[i]) is not None]
     gpus = sorted(series.gpu_w)
-    lines = [series.capacity_w or 0.0, max((v for _, v in node), default=0.0)]
-    top_v = max(*lines, max((sum(series.gpu_w[g][i] or 0.0 for g in gpus) for i in idx), default=0.0), 1.0)
+    gpu_sum = [sum(series.gpu_w[g][i] or 0.0 for g in gpus) for i in range(len(t))]
+    drawn = series.node_w if any(v is not None for v in series.node_w) else gpu_sum
+    idx = thin(drawn, MAX_POINTS)  # each bucket's extremes: a one-sample spike is still drawn
+    node = [(t[i], v) for i in idx if (v := series.node_w[i]) is not None]
+    every_node = [(t[i], v) for i, v in enumerate(series.node_w) if v is not None]
+    lines = [series.capacity_w or 0.0, max((v for _, v in every_node), default=0.0)]
+    top_v = max(*lines, max(gpu_sum, default=0.0), 1.0)
     ystep = _step(top_v * 1.06)
     y_top = ystep * math.ceil(top_v * 1.06 / ystep)
     t0, t1 = t[0], max(t[-1], t[0] + 1e-6)
@@ -104,8 +107,9 @@ def chart(series: PowerSeries) -> str:
     if len(node) >= 2:
         dash = ' stroke-dasharray="5 3"' if series.estimated else ""
         path = "M" + " L".join(f"{x(s):.1f} {y(v):.1f}" for s, v in node)
-        loaded = [(s, v) for s, v in node if s in set(load)] or node
-        peak_t, peak_v = max(loaded, key=lambda p: p[1])
+        in_load = set(load)
+        loaded = [(s, v) for s, v in every_node if s in in_load] or every_node
+        peak_t, peak_v = max(loaded, key=lambda p: p[1])  # the true peak, from every sample
         what = "node power (estimated)" if series.estimated else "node power (BMC)"
         out.append(f'<path class="node" d="{path}" fill="none" stroke="{NODE_COLOUR}" stroke-width="2"{dash}>'
                    f"<title>{escape(what)}</title></path>"

@@ -2,13 +2,12 @@
 
 Pure functions from a telemetry Series to inline SVG text; spans in which any GPU throttled
 (a throttling clock-event reason, see harness.parsers.clockreasons) are shaded, each with a tooltip
-naming the GPU and reason. Series longer than MAX_POINTS are thinned by taking every n-th
-sample. Every text is escaped; no script, no network.
+naming the GPU and reason. Series longer than MAX_POINTS keep each bucket's minimum and maximum
+(svg.thin), so a spike is always drawn. Every text is escaped; no script, no network.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
@@ -18,6 +17,7 @@ from harness.fsutil import load_recorded
 from harness.model import CheckResult
 from harness.parsers import clockreasons
 from harness.report.charts import COLOURS
+from harness.report.svg import thin
 from harness.run.sampler import Series, load
 from harness.series.telemetry import intervals
 
@@ -58,11 +58,10 @@ def panel(series: Series, field: str, title: str, unit: str,
           spans: Sequence[tuple[float, float, str]]) -> str:
     """One chart: a line per GPU for `field` over time, throttling spans shaded; '' without data."""
     t = series.t
-    step = max(1, math.ceil(len(t) / MAX_POINTS))
     lines: dict[int, list[tuple[float, float]]] = {}
     for g in sorted(series.gpus):
-        col = series.column(g, field)
-        pts = [(t[i], float(v)) for i, v in enumerate(col[: len(t)]) if v is not None][::step]
+        col = list(series.column(g, field)[: len(t)])
+        pts = [(t[i], float(v)) for i in thin(col, MAX_POINTS) if (v := col[i]) is not None]
         if pts:
             lines[g] = pts
     if not lines or len(t) < 2:

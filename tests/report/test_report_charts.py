@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -83,3 +84,49 @@ def test_check_without_busbw_has_no_chart():
 def test_chart_without_expectations_has_no_lines():
     root = ET.fromstring(nccl_busbw_chart(h100_check(rules=())))
     assert not [ln for ln in root.iter("path") if ln.get("class") == "threshold"]
+
+
+# Thinning long series: each bucket's extremes, so a spike is always drawn (SYNTHETIC series).
+
+def test_thin_keeps_a_one_sample_spike_and_dip_and_the_ends():
+    from harness.report.svg import thin
+
+    values: list[float | None] = [8000.0] * 3600
+    values[1234], values[2345] = 12_900.0, 100.0
+    values[3000] = None
+    idx = thin(values, 500)
+    assert len(idx) <= 502
+    assert {0, 1234, 2345, 3599} <= set(idx)
+    assert idx == sorted(set(idx))
+    assert thin([1.0, 2.0], 500) == [0, 1]
+    assert thin([None] * 1000, 10) == sorted(set(thin([None] * 1000, 10)))
+
+
+def test_power_chart_draws_the_spike_and_labels_the_true_peak():
+    from harness.report.power_svg import chart
+    from harness.series.power import PowerSeries
+
+    n = 3600
+    node = [8000.0] * n
+    node[1777] = 12_900.0  # one 1-second spike among an hour of samples
+    series = PowerSeries(1.0, tuple(float(i) for i in range(n)), ("load",) * n, tuple(node),
+                         {0: (700.0,) * n}, capacity_w=15_000.0)
+    svg = chart(series)
+    assert "peak 12.9 kW" in svg
+    path = re.search(r'class="node" d="([^"]+)"', svg)
+    assert path is not None
+    tops = [float(p.split()[1]) for p in path.group(1).lstrip("M").split(" L")]
+    assert len(tops) <= 502
+    assert min(tops) < max(tops)  # the spike rises above the flat line in the drawing
+
+
+def test_telemetry_panel_keeps_a_temperature_spike():
+    from harness.report.telemetry_svg import Series, panel
+
+    n = 3000
+    temps = [60.0] * n
+    temps[2222] = 97.0
+    series = Series(1.0, tuple(float(i) for i in range(n)), {0: {"temp": tuple(temps)}})
+    svg = panel(series, "temp", "GPU temperature", "C", [])
+    assert svg
+    assert "97" in svg
