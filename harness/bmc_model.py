@@ -40,3 +40,6 @@ class BmcSource(Protocol):
     def read(self) -> BmcReading: ...
 
     def describe(self) -> str: ...
+
+    def close(self) -> None:
+        """Let go of what the source holds open (a Redfish session and its connection)."""

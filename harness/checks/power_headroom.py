@@ -252,6 +252,8 @@ def run(params: PowerHeadroomParams, ctx: CheckContext) -> CheckOutput:
                 _load(params, ctx, group, sampler, [a for a in (stress,) if a], burning, budget, fio_tmp)
     finally:
         _keep_raw(bmc, ctx.raw_dir, "last")
+        if bmc is not None:
+            bmc.close()
         if nv is not None:
             nv.close()
         for d in fio_tmp:

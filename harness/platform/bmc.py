@@ -5,20 +5,17 @@ Both sources return a BmcReading (harness/bmc_model.py) built by the pure parser
 BMC's own output of the latest read: ipmitool's stdout, or the Redfish bundle that parse kind
 `redfish-power` reads back). Secrets never reach argv, logs, results or raw-output names:
 ipmitool gets its password through -E (the IPMI_PASSWORD / IPMITOOL_PASSWORD environment of the
-child only) or -f FILE; Redfish sends it in an Authorization header, follows only paths on the
-BMC and refuses redirects, so the credentials cannot travel elsewhere.
+child only) or -f FILE; Redfish logs in once per source (platform/redfish_client: one session,
+one kept-alive connection), follows only paths on the BMC and refuses redirects.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import ssl
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,9 +26,9 @@ from harness.config.bmc import BmcConfig
 from harness.errors import ToolError, ToolTimeout
 from harness.parsers import ipmi, ipmi_sdr, redfish
 from harness.platform import proc
+from harness.platform.redfish_client import RedfishClient
 
 LOCAL_DEVICES = ("/dev/ipmi0", "/dev/ipmi/0", "/dev/ipmidev/0")
-MAX_BODY = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -132,6 +129,9 @@ class IpmiSource:
             f"{self.config.host}" + (f":{self.config.port}" if self.config.port else "")
         return f"ipmitool -I {self.config.interface} {where}"
 
+    def close(self) -> None:
+        """Nothing to let go: each read is its own ipmitool process."""
+
     def read(self) -> BmcReading:
         t = time.time()
         self.last_raw = {}
@@ -213,13 +213,6 @@ class IpmiSource:
                          output_tail="\n".join(lines[-5:]))
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any,
-                         newurl: str) -> None:
-        raise urllib.error.HTTPError(req.full_url, code, f"redirect to {newurl} refused",
-                                     headers, fp)
-
-
 @dataclass
 class _Plan:
     chassis: str
@@ -243,19 +236,15 @@ class RedfishSource:
             if var not in environ:
                 raise ToolError(f"bmc: redfish needs a password: set {var} (or bmc.password_file)")
             password = environ[var]
-        token = base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
-        self._headers = {"Authorization": f"Basic {token}", "Accept": "application/json",
-                         "OData-Version": "4.0"}
-        port = f":{config.port}" if config.port else ""
-        self.base = f"{config.scheme}://{config.host}{port}"
-        handlers: list[Any] = [_NoRedirect()]
+        context = None
         if config.scheme == "https":
-            ctx = ssl.create_default_context(cafile=config.ca_file)
+            context = ssl.create_default_context(cafile=config.ca_file)
             if not config.verify_tls:
-                ctx.check_hostname = False
-                ctx.verify_mode = ssl.CERT_NONE
-            handlers.append(urllib.request.HTTPSHandler(context=ctx))
-        self._opener = urllib.request.build_opener(*handlers)
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+        self.client = RedfishClient(config.scheme, config.host or "", config.port, user, password,
+                                    timeout_s=config.timeout_s, context=context)
+        self.base = self.client.base
         self._plan: Optional[_Plan] = None
         self.notes: list[str] = []
         self.last_documents: dict[str, dict[str, Any]] = {}
@@ -277,38 +266,15 @@ class RedfishSource:
 
     def get(self, path: str, *, missing_ok: bool = False) -> Optional[dict[str, Any]]:
         """GET one resource as a JSON object; ToolError (one line, no credentials) on failure."""
-        if not path.startswith("/"):  # never send the credentials to another host
-            raise ToolError(f"redfish {self.base}: refusing to follow {path[:120]!r} (not a path)")
-        url = self.base + path
-        request = urllib.request.Request(url, headers=self._headers)  # noqa: S310 - http(s) only
-        try:
-            with self._opener.open(request, timeout=self.config.timeout_s) as resp:
-                body = resp.read(MAX_BODY)
-        except urllib.error.HTTPError as e:
-            if missing_ok and e.code == 404:
-                self.notes.append(f"redfish GET {url}: HTTP 404, skipped")
-                return None
-            hint = " (check the BMC user and password)" if e.code in (401, 403) else ""
-            raise ToolError(f"redfish GET {url}: HTTP {e.code} {e.reason}{hint}") from None
-        except urllib.error.URLError as e:
-            reason = e.reason
-            hint = (" (the BMC's certificate did not verify: set bmc.ca_file, or"
-                    " bmc.verify_tls: false)") if isinstance(reason, ssl.SSLError) else ""
-            if isinstance(reason, TimeoutError):
-                raise ToolTimeout(f"redfish GET {url}: timed out after"
-                                  f" {self.config.timeout_s:g} s") from None
-            raise ToolError(f"redfish GET {url}: {reason}{hint}") from None
-        except TimeoutError:
-            raise ToolTimeout(f"redfish GET {url}: timed out after {self.config.timeout_s:g} s") from None
-        except OSError as e:
-            raise ToolError(f"redfish GET {url}: {e}") from None
-        try:
-            doc = json.loads(body)
-        except ValueError as e:
-            raise ToolError(f"redfish GET {url}: not JSON ({e})") from None
-        if not isinstance(doc, dict):
-            raise ToolError(f"redfish GET {url}: not a JSON object")
+        doc = self.client.get(path, missing_ok=missing_ok)
+        for note in self.client.notes:
+            if note not in self.notes:
+                self.notes.append(note)
         return doc
+
+    def close(self) -> None:
+        """Log out of the BMC's session and close the connection."""
+        self.client.close()
 
     def _must(self, path: str) -> dict[str, Any]:
         doc = self.get(path)

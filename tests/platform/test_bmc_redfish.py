@@ -68,22 +68,64 @@ def dmtf_tree() -> dict[str, Any]:
 
 @dataclass
 class FakeBmc:
-    """A Redfish service: real HTTPS, real Basic auth, the tree's resources as JSON."""
+    """A Redfish service: real HTTPS with keep-alive, a SessionService and Basic auth, the tree as JSON."""
 
     tree: dict[str, Any]
     seen: list[tuple[str, bool]] = field(default_factory=list)  # (path, authorised)
     redirects: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     port: int = 0
+    sessions: bool = True  # False: no SessionService (POST answers 405), Basic auth only
+    expire_after: int | None = None  # a session token stops working after this many GETs
+    drop_after: int | None = None  # close the connection silently after this many GETs (a restart)
+    connections: int = 0
+    logins: int = 0
+    logouts: list[str] = field(default_factory=list)
+    tokens: dict[str, int] = field(default_factory=dict)  # token -> GETs served with it
 
 
 class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as a real BMC's web server
     bmc: FakeBmc
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.bmc.connections += 1  # type: ignore[attr-defined]
+
+    def _authorised(self, bmc: FakeBmc) -> bool:
+        token = self.headers.get("X-Auth-Token")
+        if token is not None:
+            if token not in bmc.tokens:
+                return False
+            bmc.tokens[token] += 1
+            return bmc.expire_after is None or bmc.tokens[token] <= bmc.expire_after
+        basic = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+        return self.headers.get("Authorization") == f"Basic {basic}"
+
+    def do_POST(self) -> None:
+        bmc = self.server.bmc  # type: ignore[attr-defined]
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
+        if not bmc.sessions or self.path != "/redfish/v1/SessionService/Sessions":
+            return self._send(405, {"error": "method not allowed"})
+        if body.get("UserName") != USER or body.get("Password") != PASSWORD:
+            return self._send(401, {"error": "unauthorised"})
+        bmc.logins += 1
+        token = f"tok{bmc.logins}"
+        bmc.tokens[token] = 0
+        return self._send(201, {"Id": str(bmc.logins)},
+                          {"X-Auth-Token": token,
+                           "Location": f"/redfish/v1/SessionService/Sessions/{bmc.logins}"})
+
+    def do_DELETE(self) -> None:
+        bmc = self.server.bmc  # type: ignore[attr-defined]
+        if not self._authorised(bmc):
+            return self._send(401, {"error": "unauthorised"})
+        bmc.logouts.append(self.path)
+        return self._send(204, None)
 
     def do_GET(self) -> None:
         bmc = self.server.bmc  # type: ignore[attr-defined]
-        token = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
-        ok = self.headers.get("Authorization") == f"Basic {token}"
+        ok = self._authorised(bmc)
         path = self.path.rstrip("/") or "/"
         bmc.seen.append((path, ok))
         if bmc.delay_s:
@@ -94,10 +136,12 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(302, {}, {"Location": bmc.redirects[path]})
         if path not in bmc.tree:
             return self._send(404, {"error": "not found"})
-        return self._send(200, bmc.tree[path])
+        self._send(200, bmc.tree[path])
+        if bmc.drop_after is not None and len(bmc.seen) == bmc.drop_after:
+            self.close_connection = True  # no "Connection: close": the client learns on its next request
 
     def _send(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
+        data = b"" if body is None else json.dumps(body).encode()
         self.send_response(code)
         for k, v in {"Content-Type": "application/json", **(headers or {})}.items():
             self.send_header(k, v)
@@ -233,8 +277,8 @@ def test_wrong_password_is_a_one_line_error_without_the_password(serve: Any) -> 
     with pytest.raises(ToolError) as err:
         RedfishSource(_config(bmc), {"REDFISH_USER": USER, "REDFISH_PASSWORD": wrong}).read()
     msg = str(err.value)
-    assert msg == (f"redfish GET https://127.0.0.1:{bmc.port}/redfish/v1/Chassis: HTTP 401"
-                   " Unauthorized (check the BMC user and password)")
+    assert msg == (f"redfish POST https://127.0.0.1:{bmc.port}/redfish/v1/SessionService/Sessions:"
+                   " HTTP 401 Unauthorized (check the BMC user and password)")
     assert wrong not in msg and "\n" not in msg
 
 
@@ -280,5 +324,48 @@ def test_missing_credentials(environ: dict[str, str], message: str) -> None:
 
 def test_unreachable_bmc() -> None:
     config = BmcConfig(kind="redfish", host="127.0.0.1", port=1, timeout_s=5)
-    with pytest.raises(ToolError, match=r"redfish GET https://127.0.0.1:1/redfish/v1/Chassis: .*refused"):
+    login = r"redfish POST https://127.0.0.1:1/redfish/v1/SessionService/Sessions: .*refused"
+    with pytest.raises(ToolError, match=login):
         RedfishSource(config, ENV).read()
+
+
+def test_one_session_and_one_connection_for_many_reads(serve: Any) -> None:
+    bmc = serve(FakeBmc(dmtf_tree()))
+    source = RedfishSource(_config(bmc), ENV)
+    readings = [source.read() for _ in range(5)]
+    assert all(r.node_power_w == 374 for r in readings)
+    gets = len(bmc.seen)
+    assert gets >= 5 * 3  # several resources a read
+    assert bmc.logins == 1 and bmc.connections == 1  # not a TLS handshake and a login per GET
+    assert all(ok for _, ok in bmc.seen)
+    source.close()
+    assert bmc.logouts == ["/redfish/v1/SessionService/Sessions/1"]
+
+
+def test_a_bmc_without_session_service_gets_basic_auth_on_one_connection(serve: Any) -> None:
+    bmc = serve(FakeBmc(dmtf_tree(), sessions=False))
+    source = RedfishSource(_config(bmc), ENV)
+    assert source.read().node_power_w == 374
+    assert source.read().node_power_w == 374
+    assert bmc.logins == 0 and bmc.connections == 1
+    assert any("no session service" in n for n in source.notes)
+    source.close()
+    assert bmc.logouts == []
+
+
+def test_an_expired_session_logs_in_again_once(serve: Any) -> None:
+    bmc = serve(FakeBmc(dmtf_tree(), expire_after=3))
+    source = RedfishSource(_config(bmc), ENV)
+    assert source.read().node_power_w == 374
+    assert source.read().node_power_w == 374
+    assert bmc.logins >= 2
+    assert sum(1 for _, ok in bmc.seen if not ok) == bmc.logins - 1  # each expiry cost one refused GET
+    assert source.client.connections == 1
+
+
+def test_a_dropped_connection_is_reopened(serve: Any) -> None:
+    bmc = serve(FakeBmc(dmtf_tree(), drop_after=2))
+    source = RedfishSource(_config(bmc), ENV)
+    assert source.read().node_power_w == 374
+    assert source.read().node_power_w == 374
+    assert source.client.connections == 2 and bmc.connections == 2 and bmc.logins == 1

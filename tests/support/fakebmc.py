@@ -66,3 +66,6 @@ class ScriptedBmc:
 
     def describe(self) -> str:
         return "fake BMC (tests)"
+
+    def close(self) -> None:
+        self.closed = True
