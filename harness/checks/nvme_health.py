@@ -2,7 +2,8 @@
 
 Controllers come from sysfs (platform/nvme): model, serial, firmware, namespaces, and the PCIe
 link now and at most (nvme.link_downgraded = 1 when it trained below). The health log comes
-from nvme-cli (`nvme smart-log /dev/nvmeN -o json`, default) or smartctl (`smartctl -a -j`);
+from nvme-cli (`nvme smart-log /dev/nvmeN -o json`, default) or smartctl (`smartctl -a -j`; a
+smartctl before 7.0, which refuses -j, is asked again for its text: `smartctl -a`);
 metrics nvme.* are labelled `device` (nvmeN) and `serial`. Without NVMe the check is skipped,
 unless the profile's hardware.nvme_count expects drives: then it is an error.
 """
@@ -125,7 +126,17 @@ def _health(tool: str, ctx: CheckContext, ctrl: nvme.NvmeController,
         first = next((ln.strip() for ln in e.output_tail.splitlines() if ln.strip()), "")
         how = str(e) if not first or isinstance(e, ToolTimeout) else f"{' '.join(argv)}: exit {e.rc}: {first}"
         return [], [f"{ctrl.name}: {how}"]
-    parsed = (smartctl_parser if tool == "smartctl" else nvme_parser).parse(res.stdout())
+    text, extra = res.stdout(), []
+    if tool == "smartctl" and smartctl_parser.lacks_json(text):  # smartctl < 7.0: read its text
+        try:
+            res = ctx.run_tool([a for a in argv if a != "-j"], name=f"{tool}-{ctrl.name}-text",
+                               timeout_s=TOOL_TIMEOUT_S, check_rc=False)
+        except ToolError as e:
+            return [], [f"{ctrl.name}: {e}"]
+        text, extra = res.stdout(), smartctl_parser.status_problems(max(res.rc or 0, 0))
+    parsed = (smartctl_parser if tool == "smartctl" else nvme_parser).parse(text)
+    if extra:
+        return [], [f"{ctrl.name}: {p}" for p in [*extra, *parsed.problems]]
     metrics = [Metric(m.name, m.value, m.unit, {**m.labels, **labels}) for m in parsed.metrics]
     return metrics, [f"{ctrl.name}: {p}" for p in parsed.problems]
 

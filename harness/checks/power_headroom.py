@@ -297,7 +297,7 @@ def _unsafe(samples: Sequence[power_series.Sample], policy: Optional[power.PsuPo
     if policy is None or last is None or power.healthy_count(last) >= policy.usable:
         return None
     return (f"load not started: {power.healthy_count(last)} healthy PSUs, fewer than the {policy.usable} "
-            f"that carry it ({policy.redundancy})")
+            f"that carry it ({policy.redundancy}){power.not_counted(last)}")
 
 
 def _keep_raw(bmc: Optional[BmcSource], raw_dir: Path, when: str) -> None:

@@ -5,6 +5,9 @@ labelled `test` and, where DCGM says which GPU, `gpu`; skipped tests are omitted
 as failures. A failed test is a hardware verdict, not an invalid run: the run stays valid and
 DCGM's own message is kept in `details["failures"]`. The run is invalid when the output is not a
 complete diagnostic (no document root, a runtime error, a table without its closing border).
+In the table every row of a test's cell belongs to that test: a row with an empty first column
+continues it (`| | Fail - GPU: 1 |` is GPU 1's result, not a message), Warning/Error rows attach
+to it, and a message that begins "GPU n" is that GPU's reason.
 
 JSON shapes: 3.x root "DCGM GPU Diagnostic", results carry "gpu_ids" ("0" or "0,1");
 4.x root "DCGM Diagnostic", results carry "entity_group": "GPU" and "entity_id", "info" is a
@@ -30,6 +33,9 @@ _SECTION = re.compile(r"^[|+]-+\s+(\w[\w ]*?)\s+-+[+|]")
 _RESULT = re.compile(r"^(pass|fail|warn|skip|not run)\b\s*(?:-\s*(.*))?$", re.IGNORECASE)
 _PER_GPU = re.compile(r"^GPU\s*(\d+)\s*:\s*(pass|fail|warn|skip)\b", re.IGNORECASE)
 _IDS = re.compile(r"GPUs?\s*:\s*([\d,\s]+)", re.IGNORECASE)
+# a result continued on the next row of the same test: "|   | Fail - GPU: 1 |"
+_CONTINUED = re.compile(r"^(pass|fail|warn|skip)\s*-\s*(?:all|GPUs?\s*:\s*\d[\d,\s]*)$", re.IGNORECASE)
+_NAMES_GPU = re.compile(r"^GPU\s*(\d+)\b")
 
 
 @dataclass
@@ -38,6 +44,7 @@ class _Results:
 
     status: dict[tuple[str, int | None], str] = field(default_factory=dict)
     messages: dict[str, list[str]] = field(default_factory=dict)
+    gpu_messages: dict[tuple[str, int], list[str]] = field(default_factory=dict)  # "GPU 1 ..." ones
     category: dict[str, str] = field(default_factory=dict)
 
     def add(self, test: str, gpu: int | None, status: str) -> None:
@@ -52,6 +59,9 @@ class _Results:
         text = " ".join(text.split())
         if text and text not in self.messages.setdefault(test, []):
             self.messages[test].append(text)
+            gpu = _NAMES_GPU.match(text)
+            if gpu:
+                self.gpu_messages.setdefault((test, int(gpu.group(1))), []).append(text)
 
 
 def parse(text: str) -> ParseResult:
@@ -167,12 +177,23 @@ def _parse_table(text: str) -> ParseResult:
             message = [cell[1:-2] if len(cell) > 3 else value]
             if name.lower() == "info":
                 message = None
+            elif test is None:  # an error before any test row: the section itself failed
+                test = section or "Diagnostic"
+                res.category[test] = section
+                gpu = _NAMES_GPU.match(value)
+                res.add(test, int(gpu.group(1)) if gpu else None,
+                        "fail" if name.lower() == "error" else "warn")
             continue
-        if not name:
+        if not name:  # every row of a test's cell belongs to that test
             per_gpu = _PER_GPU.match(value)
-            if per_gpu and test is not None:
-                res.status.pop((test, None), None)  # per-GPU rows replace the aggregate
-                res.add(test, int(per_gpu.group(1)), per_gpu.group(2))
+            if test is not None and (per_gpu or _CONTINUED.match(value)):
+                flush()
+                message = None
+                if per_gpu:
+                    res.status.pop((test, None), None)  # per-GPU rows replace the aggregate
+                    res.add(test, int(per_gpu.group(1)), per_gpu.group(2))
+                else:
+                    _add_result(res, test, value)
             elif message is not None:
                 message.append(cell[1:-2] if len(cell) > 3 else value)
             continue
@@ -180,12 +201,7 @@ def _parse_table(text: str) -> ParseResult:
         message = None
         test = name
         res.category[name] = section
-        m = _RESULT.match(value)
-        if m is None:
-            continue
-        ids = _IDS.search(m.group(2) or "")
-        for g in [int(x) for x in re.findall(r"\d+", ids.group(1))] if ids else [None]:
-            res.add(test, g, m.group(1))
+        _add_result(res, test, value)
     flush()
     problems = []
     if closed < tables:
@@ -196,6 +212,16 @@ def _parse_table(text: str) -> ParseResult:
     if meta:
         details["metadata"] = meta
     return _finish(res, problems, details)
+
+
+def _add_result(res: _Results, test: str, value: str) -> None:
+    """`Pass`, `Pass - All`, `Fail - GPU: 1` or `Pass - GPUs: 0, 2, 3`: one status per GPU named."""
+    m = _RESULT.match(value)
+    if m is None:
+        return
+    ids = _IDS.search(m.group(2) or "")
+    for g in [int(x) for x in re.findall(r"\d+", ids.group(1))] if ids else [None]:
+        res.add(test, g, m.group(1))
 
 
 # ---------------------------------------------------------------- common
@@ -214,7 +240,8 @@ def _finish(res: _Results, problems: list[str], details: dict[str, Any]) -> Pars
             continue
         metrics.append(Metric("dcgm.result", 1.0 if status == "pass" else 0.0, COUNT, labels))
         if status in ("fail", "warn"):
-            why = "; ".join(res.messages.get(test, [])) or "no message"
+            said = res.gpu_messages.get((test, gpu), []) if gpu is not None else []
+            why = "; ".join(said or res.messages.get(test, [])) or "no message"
             failures.append(f"{where}: {status.capitalize()}: {why}")
     ran: dict[str, int] = {}
     for (test, _gpu), status in res.status.items():

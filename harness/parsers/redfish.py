@@ -15,6 +15,13 @@ with IntervalInMin 0 (NVIDIA DGX H100: no node power, not 0 W); several PSUs wit
 (HPE "HpeServerPowerSupply": labelled by Oem.Hpe.BayNumber); PSU without Status (DGX: ok
 unknown); OutputPowerWatts without Reading; Dell iDRAC reporting the PSU's rated maximum input
 (Oem.Dell...Range1MaxInputPowerWatts) as PowerInputWatts (dropped: not a reading).
+
+A PSU whose Status says OK but that shows no sign of a live feed (no input power, output power or
+line voltage above zero) is unplugged or on a dead feed as far as anyone can tell: it is made
+"unknown" (ok None) with a status that says so, so it never counts toward usable capacity or
+redundancy. This applies where the BMC does report such readings: the PSU's own fields are there
+(null or 0) or a sibling PSU has a live one. A BMC that reports no reading for any PSU is not
+judged this way (nothing to tell an unplugged PSU from a BMC that does not measure).
 """
 
 from __future__ import annotations
@@ -39,6 +46,18 @@ NOT_REDFISH = ("not a Redfish power resource (Power, PowerSubsystem, PowerSupply
 _INLET_URI = re.compile(r"inlet|intake|ambient", re.IGNORECASE)
 _BAD_HEALTH = ("Warning", "Critical")
 _OFF_STATES = ("Absent", "UnavailableOffline", "Disabled")
+NO_INPUT = "reports OK but no input power or line voltage: unplugged or dead feed?"
+# legacy Power.PowerSupplies[] fields that show a feed; PowerSupplyMetrics objects with a Reading
+_LEGACY_FEED = ("PowerInputWatts", "PowerOutputWatts", "LastPowerOutputWatts", "LineInputVoltage")
+_METRICS_FEED = ("InputPowerWatts", "OutputPowerWatts", "InputVoltage")
+
+
+@dataclass(frozen=True)
+class _Feed:
+    """Whether a PSU's resource has any feed field at all, and whether one reads above zero."""
+
+    fields: bool
+    live: bool
 
 
 def doc_type(doc: Doc) -> str:
@@ -139,7 +158,8 @@ def parse(text: str) -> ParseResult:
     metrics += [Metric("bmc.power", v, WATT, {"stat": k}) for k, v in power.stats.items()]
     details = {"resources": sorted(doc_type(d) for d in docs.values()),
                "psus": [p.name for p in rd.psus], "capacity_w": power.capacity_w,
-               "node_power_from": power.node_power_from, "interval_min": power.interval_min}
+               "node_power_from": power.node_power_from, "interval_min": power.interval_min,
+               "unknown_psus": {p.name: p.status for p in rd.psus if p.ok is None}}
     return ParseResult(KIND, True, (), tuple(metrics), details)
 
 
@@ -206,6 +226,7 @@ def _redundancy_ok(group: Doc) -> Optional[bool]:
 
 def _legacy_psus(raw: Any) -> list[PsuReading]:
     out = []
+    feeds = []
     for ps in _list(raw):
         ok, text = psu_ok(ps.get("Status"))
         bay = _obj(ps, "Oem", "Hpe").get("BayNumber")
@@ -220,11 +241,16 @@ def _legacy_psus(raw: Any) -> list[PsuReading]:
         out.append(PsuReading(label or str(ps.get("Name", "PSU")), ok, power_in,
                               out_w if out_w is not None else watts(ps.get("LastPowerOutputWatts")),
                               watts(ps.get("PowerCapacityWatts")), text))
-    return _unique(out)
+        readings = [power_in, out_w, watts(ps.get("LastPowerOutputWatts")),
+                    watts(ps.get("LineInputVoltage"))]
+        feeds.append(_Feed(any(k in ps for k in _LEGACY_FEED),
+                           any(v is not None and v > 0 for v in readings)))
+    return _unique(_no_input(out, feeds))
 
 
 def _subsystem_psus(supplies: Mapping[str, Doc], metrics: Mapping[str, Doc]) -> tuple[PsuReading, ...]:
     out = []
+    feeds = []
     for oid in sorted(set(supplies) | set(metrics)):
         ps, m = supplies.get(oid, {}), metrics.get(oid, {})
         segment = oid.rsplit("/", 1)[-1]
@@ -233,7 +259,21 @@ def _subsystem_psus(supplies: Mapping[str, Doc], metrics: Mapping[str, Doc]) -> 
         out.append(PsuReading(label or segment, ok, _reading_of(m.get("InputPowerWatts")),
                               _reading_of(m.get("OutputPowerWatts")),
                               watts(ps.get("PowerCapacityWatts")), text))
-    return tuple(sorted(_unique(out), key=lambda p: label_order(p.name)))
+        readings = [_reading_of(m.get(k)) for k in _METRICS_FEED]
+        feeds.append(_Feed(bool(m), any(v is not None and v > 0 for v in readings)))
+    return tuple(sorted(_unique(_no_input(out, feeds)), key=lambda p: label_order(p.name)))
+
+
+def _no_input(psus: list[PsuReading], feeds: list[_Feed]) -> list[PsuReading]:
+    """A PSU that says OK without any live reading, where readings exist, becomes unknown (named)."""
+    measured = any(f.fields or f.live for f in feeds)
+    out = []
+    for p, f in zip(psus, feeds, strict=True):
+        if p.ok is True and measured and not f.live:
+            why = f"{p.status}; {NO_INPUT}" if p.status else NO_INPUT
+            p = PsuReading(p.name, None, p.power_in_w, p.power_out_w, p.capacity_w, why)
+        out.append(p)
+    return out
 
 
 def _service_label(ps: Doc) -> str:

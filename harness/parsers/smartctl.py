@@ -1,9 +1,13 @@
-"""Parse smartmontools' `smartctl -a -j` JSON: NVMe health (nvme.*) and ATA/SATA attributes (disk.*).
+"""Parse smartmontools' `smartctl -a -j` JSON, or its plain text (`-a`/`-x`, any locale), into metrics.
 
-Pure: text in, ParseResult out. smartctl's exit status is a bit mask: bits 0-2 (bad command line,
-device open failed, SMART command failed) mean the run is not valid; bits 3-7 (disk failing,
-attributes at threshold, error logs) are measurements and show in the metrics instead. Labels:
-`device` (kernel name, e.g. nvme0 or sda) and `serial`.
+NVMe health (nvme.*) and ATA/SATA attributes (disk.*); both forms give the same metrics, built
+here from either (the text is read by smartctl_text). Pure: text in, ParseResult out. smartctl's
+exit status is a bit mask: bits 0-2 (bad command line, device open failed, SMART command failed)
+mean the run is not valid; bits 3-7 (disk failing, attributes at threshold, error logs) are
+measurements and show in the metrics instead. The text carries no exit status: smartctl's own
+lines for bits 0-2 ("Smartctl open device: ... failed") make it invalid instead, and a caller that
+has the status adds `status_problems(rc)`. Labels: `device` (kernel name, e.g. nvme0 or sda; JSON
+only, the text does not name it) and `serial`.
 """
 
 from __future__ import annotations
@@ -13,12 +17,13 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from harness.model import Metric
+from harness.parsers import smartctl_text
 from harness.parsers.base import ParseResult, invalid, json_objects
 from harness.parsers.nvme import health_metrics, number
 from harness.units import CELSIUS, COUNT
 
 KIND = "smartctl"
-NOT_JSON = "not smartctl JSON output (use `smartctl -a -j DEVICE`)"
+NOT_SMARTCTL = "not smartctl output (use `smartctl -a -j DEVICE`, or `smartctl -a DEVICE` for text)"
 INVALID_BITS = {0: "command line did not parse or device type unknown",
                 1: "device open failed or not supported",
                 2: "a SMART or other ATA command to the disk failed"}
@@ -31,11 +36,10 @@ def parse(text: str) -> ParseResult:
     """disk.* for any protocol, nvme.* for NVMe, ATA attribute counts for SATA."""
     doc = _document(text)
     if doc is None:
-        return invalid(KIND, NOT_JSON)
+        return _from_text(text) if smartctl_text.looks_like_text(text) else invalid(KIND, NOT_SMARTCTL)
     meta = _dict(doc.get("smartctl"))
     status = int(number(meta.get("exit_status")) or 0)
-    problems = [f"smartctl exit status {status}: {why}" for bit, why in INVALID_BITS.items()
-                if status & (1 << bit)]
+    problems = status_problems(status)
     messages = [str(m.get("string")) for m in _list(meta.get("messages"))
                 if isinstance(m, dict) and m.get("severity") == "error"]
     if problems:
@@ -64,6 +68,53 @@ def parse(text: str) -> ParseResult:
     link = _sata_link(doc.get("interface_speed"), labels)
     if link is not None:
         metrics.append(link)
+    if not metrics:
+        problems.append("no health data in the output (SMART unsupported or disabled?)")
+    return ParseResult(KIND, not problems, tuple(problems), tuple(metrics), details)
+
+
+def status_problems(status: int) -> list[str]:
+    """What smartctl's exit status says made the run invalid (bits 0-2); [] for a valid run."""
+    return [f"smartctl exit status {status}: {why}" for bit, why in INVALID_BITS.items()
+            if status & (1 << bit)]
+
+
+def lacks_json(text: str) -> bool:
+    """True when smartctl refused -j: smartmontools before 7.0, which has only text output."""
+    return smartctl_text.lacks_json(text)
+
+
+def _from_text(text: str) -> ParseResult:
+    """The same metrics as the JSON path, from `smartctl -a`/`-x`/`-A` text."""
+    rep = smartctl_text.read(text)
+    labels: dict[str, str | int] = {"serial": rep.identity["serial"].strip()} if rep.identity.get(
+        "serial") else {}
+    details = {"device": None, "protocol": rep.protocol, "model": rep.identity.get("model"),
+               "serial": labels.get("serial"), "firmware": rep.identity.get("firmware"),
+               "exit_status": None, "messages": list(rep.fatal), "format": "text",
+               "decimal_mark": rep.decimal_mark, "failing_attributes": list(rep.failing)}
+    if rep.fatal:
+        hint = ("smartctl before 7.0 has no -j: run `smartctl -a DEVICE` for text",) if lacks_json(
+            text) else ()
+        return ParseResult(KIND, False, tuple(f"smartctl: {m}" for m in rep.fatal) + hint, (), details)
+    problems = list(rep.doubts)
+    metrics: list[Metric] = []
+    if rep.passed is not None:
+        metrics.append(Metric("disk.smart_passed", 1.0 if rep.passed else 0.0, COUNT, labels))
+    if rep.nvme:
+        nvme, bad = health_metrics(rep.nvme, labels, kelvin=False)
+        metrics += nvme
+        problems += bad
+    else:
+        if rep.temperature is not None:
+            metrics.append(Metric("disk.temperature", rep.temperature, CELSIUS, labels))
+        if rep.power_on_hours is not None:
+            metrics.append(Metric("disk.power_on_hours", rep.power_on_hours, COUNT, labels))
+        metrics += [Metric(name, rep.ata_raw[attr], COUNT, labels) for attr, name in ATA_COUNTS.items()
+                    if attr in rep.ata_raw]
+        if rep.sata_gbps is not None:
+            top, now = rep.sata_gbps
+            metrics.append(Metric("disk.link_downgraded", 1.0 if now < top else 0.0, COUNT, labels))
     if not metrics:
         problems.append("no health data in the output (SMART unsupported or disabled?)")
     return ParseResult(KIND, not problems, tuple(problems), tuple(metrics), details)

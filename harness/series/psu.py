@@ -5,7 +5,10 @@ Usable capacity counts only the PSUs that carry the load when the redundant ones
 `power.headroom_pct` = 100 x (1 - peak / usable capacity). Where no BMC reports node power,
 it is estimated as the GPUs' power plus a stated allowance for everything else, and marked so.
 PSU judgements: a PSU not OK or redundancy lost before or during the load, and fewer healthy
-PSUs than the policy needs, each fail with the PSU's name and when it happened.
+PSUs than the policy needs, each fail with the PSU's name and when it happened. Only a PSU known
+to be OK counts as healthy: one whose state is unknown (no Status, or OK with no input power or
+line voltage: unplugged or a dead feed) counts toward neither capacity nor redundancy, and every
+verdict that counts PSUs names it with the BMC's words.
 """
 
 from __future__ import annotations
@@ -167,6 +170,12 @@ def healthy_count(reading: BmcReading) -> int:
     return sum(1 for p in reading.psus if p.ok is True)
 
 
+def not_counted(reading: BmcReading) -> str:
+    """'; not counted: PSU2 (State Enabled, Health OK; reports OK but no input ...)' or ''."""
+    unknown = [f"{p.name} ({p.status})" if p.status else p.name for p in reading.psus if p.ok is None]
+    return f"; not counted: {', '.join(unknown)}" if unknown else ""
+
+
 def judge_psus(ticks: Sequence[BmcTick], policy: Optional[PsuPolicy]) -> tuple[Evaluation, ...]:
     """PSU verdicts: each PSU not OK (first time, with when and why), redundancy lost, too few PSUs."""
     ticks = [k for k in ticks if k.reading.psus or k.reading.redundant is not None]
@@ -197,14 +206,16 @@ def judge_psus(ticks: Sequence[BmcTick], policy: Optional[PsuPolicy]) -> tuple[E
         elif n < policy.usable:
             out.append(_ev("power.psus_ok", {}, Outcome.FAIL, float(n),
                            f"{n} of {policy.count} PSUs healthy {when(worst)}: fewer than the "
-                           f"{policy.usable} that carry the load ({policy.redundancy})", float(policy.count)))
+                           f"{policy.usable} that carry the load ({policy.redundancy})"
+                           f"{not_counted(worst.reading)}", float(policy.count)))
         elif n < policy.count:
             out.append(_ev("power.psus_ok", {}, Outcome.FAIL, float(n),
                            f"{n} of {policy.count} PSUs healthy {when(worst)}: {policy.redundancy} "
-                           "redundancy not intact", float(policy.count)))
+                           f"redundancy not intact{not_counted(worst.reading)}", float(policy.count)))
     if not out and seen:
         phases = sorted({k.phase for k in ticks}, key=PHASES.index)
-        unknown = sorted({p.name for k in ticks for p in k.reading.psus if p.ok is None})
+        unknown = sorted({f"{p.name} ({p.status})" if p.status else p.name
+                          for k in ticks for p in k.reading.psus if p.ok is None})
         msg = (f"{len(seen) - len(unknown)} of {len(seen)} PSUs OK in every reading "
                f"({', '.join(phases)})")
         if any(k.reading.redundant is True for k in ticks):

@@ -65,6 +65,13 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "telegraf-hpe-ilo5-Chassis-1-Power.json": dict(
         node=221, stats={"minimum": 220, "maximum": 252, "average": 221},
         psus={"PSU1": (T, N, 0, 800), "PSU2": (T, N, 90, 800)}, redundant=T),
+    # CONSTRUCTED from the two above (SOURCES.md): a PSU that says OK with no feed is unknown
+    "iserver-cisco-ucsc-c240-m5sn-Chassis-1-Power-CONSTRUCTED-psu2-no-input.json": dict(
+        node=324, stats={"minimum": 186, "maximum": 495, "average": 349},
+        psus={"PSU1": (T, 173, 155, N), "PSU2": (N, N, N, N)}, redundant=N),
+    "telegraf-hpe-ilo5-Chassis-1-Power-CONSTRUCTED-bay2-null-readings.json": dict(
+        node=221, stats={"minimum": 220, "maximum": 252, "average": 221},
+        psus={"PSU1": (T, N, 0, 800), "PSU2": (N, N, N, 800)}, redundant=T),
 }
 
 
@@ -188,3 +195,63 @@ def test_invalid(text: str, expected: str) -> None:
 ])
 def test_psu_ok(status: Any, ok: Optional[bool]) -> None:
     assert redfish.psu_ok(status)[0] is ok
+
+
+CISCO_NO_INPUT = "iserver-cisco-ucsc-c240-m5sn-Chassis-1-Power-CONSTRUCTED-psu2-no-input.json"
+HPE_NULLS = "telegraf-hpe-ilo5-Chassis-1-Power-CONSTRUCTED-bay2-null-readings.json"
+NO_FEED = "State Enabled, Health OK; " + redfish.NO_INPUT
+
+
+@pytest.mark.parametrize("name", [CISCO_NO_INPUT, HPE_NULLS])
+def test_psu_that_says_ok_without_any_feed_is_unknown_and_named(name: str) -> None:
+    result = redfish.parse((DATA / name).read_text())
+    assert result.valid  # a reading of the node, not a broken read
+    assert result.details["unknown_psus"] == {"PSU2": NO_FEED}
+    reading = redfish.reading(redfish.documents((DATA / name).read_text())[0], 0)
+    assert [(p.name, p.ok) for p in reading.psus] == [("PSU1", True), ("PSU2", None)]
+
+
+def test_standby_psu_with_line_voltage_but_no_output_stays_ok() -> None:
+    # HPE PSU1: LastPowerOutputWatts 0 (standby) but LineInputVoltage 205: fed
+    result = redfish.parse((DATA / "telegraf-hpe-ilo5-Chassis-1-Power.json").read_text())
+    assert result.details["unknown_psus"] == {}
+
+
+@pytest.mark.parametrize("readings", [
+    {"PowerInputWatts": 0, "PowerOutputWatts": 0, "LastPowerOutputWatts": 0, "LineInputVoltage": 0},
+    {"PowerInputWatts": None, "LineInputVoltage": None},
+    {},
+])
+def test_zero_null_or_missing_readings_are_no_feed(readings: dict[str, Any]) -> None:
+    doc = json.loads((DATA / "iserver-cisco-ucsc-c240-m5sn-Chassis-1-Power.json").read_text())
+    psu2 = doc["PowerSupplies"][1]
+    for key in ("PowerInputWatts", "PowerOutputWatts", "LastPowerOutputWatts", "LineInputVoltage"):
+        psu2.pop(key)
+    psu2.update(readings)
+    assert redfish.parse(json.dumps(doc)).details["unknown_psus"] == {"PSU2": NO_FEED}
+    psu2["LineInputVoltage"] = 229  # a live feed: OK again
+    assert redfish.parse(json.dumps(doc)).details["unknown_psus"] == {}
+
+
+def test_bmc_without_any_psu_reading_is_not_judged_on_feed() -> None:
+    # UCS X9508 reports no PSU readings at all: its OK PSUs stay OK (nothing to tell them apart)
+    result = redfish.parse((DATA / "iserver-cisco-ucsx-9508-Chassis-1-Power-absent-psus.json").read_text())
+    assert result.details["unknown_psus"] == {}
+
+
+def test_power_subsystem_psu_without_live_metrics_is_unknown() -> None:
+    docs = _docs(DELL + "Chassis-System.Embedded.1-PowerSubsystem.json",
+                 DELL + "PowerSubsystem-PowerSupplies-PSU.Slot.1.json",
+                 DELL + "PowerSubsystem-PowerSupplies-PSU.Slot.1-Metrics.json")
+    slot1 = next(d for d in docs.values() if d.get("Id") == "PSU.Slot.1")
+    slot2 = json.loads(json.dumps(slot1).replace("PSU.Slot.1", "PSU.Slot.2").replace("PS1 ", "PS2 "))
+    docs[slot2["@odata.id"]] = slot2  # a second PSU, OK, whose Metrics the BMC does not give
+    reading = redfish.reading(docs, 0)
+    assert [(p.name, p.ok) for p in reading.psus] == [("PSU1", True), ("PSU2", None)]
+    metrics = next(d for d in docs.values() if redfish.doc_type(d) == "PowerSupplyMetrics")
+    dead = json.loads(json.dumps(metrics).replace("PSU.Slot.1", "PSU.Slot.2"))
+    for key in ("InputPowerWatts", "OutputPowerWatts", "InputVoltage"):
+        if isinstance(dead.get(key), dict):
+            dead[key]["Reading"] = 0
+    docs[dead["@odata.id"]] = dead  # Metrics there, every reading 0: still no feed
+    assert [(p.name, p.ok) for p in redfish.reading(docs, 0).psus] == [("PSU1", True), ("PSU2", None)]

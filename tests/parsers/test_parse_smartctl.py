@@ -1,7 +1,8 @@
-"""The smartctl JSON parser on every real sample in tests/data/smartctl, plus edge cases.
+"""The smartctl parser (JSON and plain text) on every real sample in tests/data/smartctl, plus edge cases.
 
 Expected values by hand from each file: smartctl already gives NVMe temperature in C; data
-units x 512,000 -> bytes; warning_temp_time minutes x 60 -> seconds.
+units x 512,000 -> bytes; warning/critical temperature time minutes x 60 -> seconds. The text
+samples are read in their writer's locale (`1,634,269`, `837 355`, `5’716’382`, `69.752.883`).
 """
 
 from __future__ import annotations
@@ -54,8 +55,70 @@ EXPECTED: dict[str, dict] = {
         "valid": False, "values": {},
         "problems": ["smartctl exit status 1: command line did not parse or device type unknown",
                      "smartctl: /dev/vda: Unable to detect device type"]},
-    "linuxfabrik-samsung-pm981-smartctl70-a.txt": {
-        "valid": False, "values": {}, "problems": [smartctl.NOT_JSON]},
+    "linuxfabrik-samsung-pm981-smartctl70-a.txt": {  # NVMe -a, comma thousands
+        "labels": {"serial": "LINUXFABRIK759"},
+        "values": {"disk.smart_passed": 1, "nvme.critical_warning": 0, "nvme.temperature": 49,
+                   "nvme.available_spare": 100, "nvme.available_spare_threshold": 10,
+                   "nvme.spare_margin": 90, "nvme.percentage_used": 0, "nvme.power_on_hours": 314,
+                   "nvme.unsafe_shutdowns": 58, "nvme.media_errors": 0,
+                   "nvme.num_err_log_entries": 346, "nvme.data_units_read": 1634269 * U,
+                   "nvme.data_units_written": 3524951 * U, "nvme.warning_temp_time": 0,
+                   "nvme.critical_temp_time": 0}},
+    "linuxfabrik-samsung-970evo-smartctl70-a-apostrophe-media-errors.txt": {  # ' thousands
+        "labels": {"serial": "LINUXFABRIK377P"},
+        "values": {"disk.smart_passed": 1, "nvme.critical_warning": 0, "nvme.temperature": 37,
+                   "nvme.available_spare": 90, "nvme.available_spare_threshold": 10,
+                   "nvme.spare_margin": 80, "nvme.percentage_used": 0, "nvme.power_on_hours": 11044,
+                   "nvme.unsafe_shutdowns": 7, "nvme.media_errors": 71,
+                   "nvme.num_err_log_entries": 71, "nvme.data_units_read": 1367504 * U,
+                   "nvme.data_units_written": 8371637 * U, "nvme.warning_temp_time": 0,
+                   "nvme.critical_temp_time": 0}},
+    "check_smart_attributes-issue41-intel-smartctl66-A-space-thousands.txt": {  # 6.6 -A, no times
+        "labels": {},
+        "values": {"nvme.critical_warning": 0, "nvme.temperature": 28, "nvme.available_spare": 100,
+                   "nvme.available_spare_threshold": 10, "nvme.spare_margin": 90,
+                   "nvme.percentage_used": 0, "nvme.power_on_hours": 403, "nvme.unsafe_shutdowns": 3,
+                   "nvme.media_errors": 0, "nvme.num_err_log_entries": 0,
+                   "nvme.data_units_read": 837355 * U, "nvme.data_units_written": 907832 * U}},
+    "linuxfabrik-issue222-FRAGMENT-smartctl-x-apostrophe-thousands.txt": {  # U+2019 thousands
+        "labels": {},
+        "values": {"nvme.critical_warning": 0, "nvme.temperature": 43, "nvme.available_spare": 100,
+                   "nvme.available_spare_threshold": 10, "nvme.spare_margin": 90,
+                   "nvme.percentage_used": 3, "nvme.power_on_hours": 9025, "nvme.unsafe_shutdowns": 81,
+                   "nvme.media_errors": 0, "nvme.num_err_log_entries": 0,
+                   "nvme.data_units_read": 5716382 * U, "nvme.data_units_written": 28604965 * U,
+                   "nvme.warning_temp_time": 0, "nvme.critical_temp_time": 0}},
+    "zbx-smartctl-issue129-FRAGMENT-nvme-A-dot-thousands-comma-decimal-worn.txt": {  # 69.752.883 [35,7 TB]
+        "labels": {},
+        "values": {"nvme.critical_warning": 4, "nvme.temperature": 41, "nvme.available_spare": 100,
+                   "nvme.available_spare_threshold": 10, "nvme.spare_margin": 90,
+                   "nvme.percentage_used": 104, "nvme.power_on_hours": 9602, "nvme.unsafe_shutdowns": 1,
+                   "nvme.media_errors": 0, "nvme.num_err_log_entries": 6,
+                   "nvme.data_units_read": 69752883 * U, "nvme.data_units_written": 255405248 * U,
+                   "nvme.warning_temp_time": 0, "nvme.critical_temp_time": 0}},
+    "linuxfabrik-seagate-st32000542as-smartctl70-x-FAILED.txt": {  # FAILED!, attribute 5 at NOW
+        "labels": {"serial": "LINUXFABRIK"},
+        "values": {"disk.smart_passed": 0, "disk.temperature": 22, "disk.power_on_hours": 18319,
+                   "disk.reallocated_sectors": 3956, "disk.reported_uncorrect": 0,
+                   "disk.pending_sectors": 0, "disk.offline_uncorrectable": 0}},
+    "linuxfabrik-crucial-mx500-smartctl65-x-sata.txt": {  # -x brief FLAGS, 6.0 of 6.0 Gb/s
+        "labels": {"serial": "Linuxfabrik4"},
+        "values": {"disk.smart_passed": 1, "disk.temperature": 38, "disk.power_on_hours": 3188,
+                   "disk.reallocated_sectors": 0, "disk.reported_uncorrect": 0,
+                   "disk.pending_sectors": 0, "disk.offline_uncorrectable": 0,
+                   "disk.link_downgraded": 0}},
+    "disk-smart-perl-seagate-st3250410as-smartctl541-a.txt": {  # 5.41 -a: TYPE/UPDATED/WHEN_FAILED
+        "labels": {"serial": "6RYBDDDQ"},
+        "values": {"disk.smart_passed": 1, "disk.temperature": 35, "disk.power_on_hours": 1100,
+                   "disk.reallocated_sectors": 0, "disk.reported_uncorrect": 0,
+                   "disk.pending_sectors": 0, "disk.offline_uncorrectable": 0}},
+    "smartctl7.3-nvme0-open-failed-text.txt": {
+        "valid": False, "values": {},
+        "problems": ["smartctl: Smartctl open device: /dev/nvme0 failed: No such device"]},
+    "smartctl7.3-vda-unable-to-detect-device-type-text.txt": {
+        "valid": False, "values": {}, "problems": ["smartctl: /dev/vda: Unable to detect device type"]},
+    "smartctl7.3-unrecognized-option-Z-text.txt": {
+        "valid": False, "values": {}, "problems": ["smartctl: =======> UNRECOGNIZED OPTION: Z"]},
 }
 
 
