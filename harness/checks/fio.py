@@ -19,7 +19,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import Field, field_validator, model_validator
 
 from harness import catalog, siblings
-from harness.checks import fio_presets
+from harness.checks import fio_medium, fio_presets
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.errors import GuardRefusal, ToolError
 from harness.model import Metric
@@ -290,8 +290,9 @@ def run(params: FioParams, ctx: CheckContext) -> CheckOutput:
             extra["filesystem"] = {"mount_point": mount.mount_point, "type": mount.fstype,
                                    "source": mount.source}
         out = _output(ctx)
-        return _execute(params, ctx, out, build_argv(params, output=str(out), directory=str(work)),
-                        str(t if t is not None else work), extra)
+        result = _execute(params, ctx, out, build_argv(params, output=str(out), directory=str(work)),
+                          str(t if t is not None else work), extra)
+        return fio_medium.flag(result, fio_medium.directory_problems(params.jobs, str(work), FILE_SIZE))
 
 
 def check_device_targets(params: FioParams, ctx: CheckContext, devices: Sequence[str]) -> None:
@@ -322,8 +323,9 @@ def check_device_targets(params: FioParams, ctx: CheckContext, devices: Sequence
 def _run_device(params: FioParams, ctx: CheckContext, device: str) -> CheckOutput:
     check_device_targets(params, ctx, [device])
     out = _output(ctx)
-    return _execute(params, ctx, out, build_argv(params, output=str(out), device=device), device,
-                    {"device": blockdev.describe(device)})
+    result = _execute(params, ctx, out, build_argv(params, output=str(out), device=device), device,
+                      {"device": blockdev.describe(device)})
+    return fio_medium.flag(result, fio_medium.device_problems([device]))
 
 
 def _output(ctx: CheckContext) -> Path:

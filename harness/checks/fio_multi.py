@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from harness import ownrules
-from harness.checks import fio
+from harness.checks import fio, fio_medium
 from harness.checks.base import CheckContext, CheckOutput, PlannedCommand
 from harness.errors import HarnessError, SkipCheck, ToolError
 from harness.model import Metric
@@ -92,7 +92,8 @@ def run(params: fio.FioParams, ctx: CheckContext) -> CheckOutput:
                           ", ".join(devices), extra)
     metrics = tuple(relabel(m) for m in result.metrics)
     evaluations = ownrules.judge(fio.own_rules(params), metrics)
-    return CheckOutput(metrics, result.problems, result.details, summary(metrics), evaluations)
+    checked = CheckOutput(metrics, result.problems, result.details, summary(metrics), evaluations)
+    return fio_medium.flag(checked, fio_medium.device_problems(devices))
 
 
 def relabel(m: Metric) -> Metric:

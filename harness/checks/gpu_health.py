@@ -217,7 +217,8 @@ def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
     own += _verdicts(found, len(health) - len(lost))
     inventory_gpus = ctx.inventory.get("gpus", [])
     metrics += gpu_identity.memory_metrics(inventory_gpus)
-    own += gpu_identity.judge(inventory_gpus, ctx.hardware.get("gpu") or {})
+    own += gpu_identity.judge(inventory_gpus, ctx.hardware.get("gpu") or {},
+                              ctx.inventory.get("pci_gpus") or ())
     idle_gen = [f"GPU {h.gpu} Gen{h.pcie_gen} of Gen{h.pcie_gen_max}" for h in health
                 if h.pcie_gen is not None and h.pcie_gen_max is not None and h.pcie_gen < h.pcie_gen_max]
     if idle_gen:

@@ -2,7 +2,8 @@
 
 Count, model and memory of each GPU, from the inventory (NVML name and total memory). A GPU of
 another model or with less memory than the profile states fails on that GPU; fewer or more GPUs
-than the profile's count fail the node. Nothing is judged where the profile states nothing.
+than the profile's count fail the node (a lost GPU is hardware), naming the PCI addresses of GPUs
+on the bus that NVML does not list. Nothing is judged where the profile states nothing.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.model import Evaluation, Metric, Outcome
+from harness.platform import pci
 from harness.units import BYTES, COUNT
 
 SOURCE = "profile hardware.gpu"
@@ -40,8 +42,10 @@ def describe(expected: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def judge(gpus: Sequence[Mapping[str, Any]], expected: Mapping[str, Any]) -> list[Evaluation]:
-    """Evaluations of count, model and memory; one passing row per rule that found nothing wrong."""
+def judge(gpus: Sequence[Mapping[str, Any]], expected: Mapping[str, Any],
+          on_bus: Sequence[Mapping[str, Any]] = ()) -> list[Evaluation]:
+    """Evaluations of count, model and memory; one passing row per rule that found nothing wrong.
+    `on_bus`: the inventory's NVIDIA GPUs on the PCI bus, to name those NVML does not list."""
     out: list[Evaluation] = []
     count = expected.get("count") or 0
     models = [str(m) for m in expected.get("models") or []]
@@ -51,7 +55,7 @@ def judge(gpus: Sequence[Mapping[str, Any]], expected: Mapping[str, Any]) -> lis
         n = len(gpus)
         ok = n == count
         msg = (f"NVML sees {n} GPUs, as the profile expects" if ok
-               else f"NVML sees {n} GPUs; the profile expects {shown}")
+               else f"the profile expects {count} GPUs ({shown}), found {n}{pci.missing_text(gpus, on_bus)}")
         out.append(Evaluation("gpu.count", {}, Outcome.PASS if ok else Outcome.FAIL, "fail", float(n), COUNT,
                               float(count), float(count), float(count), "each", msg, None, SOURCE))
     if models:

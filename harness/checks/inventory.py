@@ -1,4 +1,9 @@
-"""The `inventory` kind: who this node is (serials matter: history keys on them) and its counts."""
+"""The `inventory` kind: who this node is (serials matter: history keys on them) and its counts.
+
+A count the inventory could not read (NVML not loadable, lsblk failed) is unknown: no metric,
+its reason recorded, and a profile rule on it errors naming that reason; it never reads as 0.
+With NVML missing, gpu.count is the number of NVIDIA GPUs on the PCI bus where that is known.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from typing import Any
 
 from harness import catalog
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
-from harness.model import Metric
+from harness.model import Evaluation, Metric, Outcome
 from harness.units import BYTES, COUNT
 
 
@@ -15,19 +20,48 @@ class InventoryParams(Params):
     """No parameters: the inventory reads what the node has."""
 
 
+def gpu_count(inv: Mapping[str, Any]) -> tuple[int | None, str]:
+    """(GPUs, how counted): NVML's list; without NVML the PCI bus's count; (None, why) unknown."""
+    gpus = inv.get("gpus") or []
+    unknown = inv.get("unknown") or {}
+    if gpus or "gpus" not in unknown:
+        return len(gpus), "NVML"
+    if "pci_gpus" not in unknown and "pci_gpus" in inv:
+        return len(inv["pci_gpus"]), f"PCI bus ({unknown['gpus']})"
+    return None, str(unknown["gpus"])
+
+
+def unknown_counts(inv: Mapping[str, Any]) -> dict[str, str]:
+    """metric -> why it is not measured, for the counts the inventory could not read."""
+    unknown = inv.get("unknown") or {}
+    out = {}
+    if gpu_count(inv)[0] is None:
+        out["gpu.count"] = f"not measured: {unknown.get('gpus')}"
+    if "block_devices" in unknown:
+        why = f"not measured: {unknown['block_devices']}"
+        out.update({"host.nvme_count": why, "host.block_devices": why})
+    return out
+
+
 def metrics_from(inv: Mapping[str, Any]) -> tuple[Metric, ...]:
-    """Counts and sizes from an inventory dict (pure)."""
+    """Counts and sizes from an inventory dict (pure); an unknown count has no metric."""
     cpu = inv.get("cpu", {})
     disks = inv.get("block_devices", [])
-    out = [
-        Metric("host.cpu_cores", float(cpu.get("online") or cpu.get("threads") or 0), COUNT),
-        Metric("host.cpu_sockets", float(cpu.get("sockets") or 0), COUNT),
-        Metric("host.numa_nodes", float(cpu.get("numa_nodes") or 0), COUNT),
-        Metric("gpu.count", float(len(inv.get("gpus", []))), COUNT),
-        Metric("host.nvme_count", float(sum(1 for d in disks if d.get("transport") == "nvme")), COUNT),
-        Metric("host.nics_up", float(sum(1 for n in inv.get("nics", []) if n.get("state") == "up")),
-               COUNT),
-    ]
+    unknown = unknown_counts(inv)
+    out = []
+    cores = cpu.get("online") or cpu.get("threads")
+    for name, value in (("host.cpu_cores", cores), ("host.cpu_sockets", cpu.get("sockets")),
+                        ("host.numa_nodes", cpu.get("numa_nodes"))):
+        if value:  # a host has at least one: 0 or None means /proc could not tell
+            out.append(Metric(name, float(value), COUNT))
+    gpus, _how = gpu_count(inv)
+    if gpus is not None:
+        out.append(Metric("gpu.count", float(gpus), COUNT))
+    if "host.nvme_count" not in unknown:
+        out.append(Metric("host.nvme_count", float(sum(1 for d in disks if d.get("transport") == "nvme")),
+                          COUNT))
+    out.append(Metric("host.nics_up", float(sum(1 for n in inv.get("nics", []) if n.get("state") == "up")),
+                      COUNT))
     mem = inv.get("memory", {}).get("total_bytes")
     if mem:
         out.append(Metric("host.memory", float(mem), BYTES))
@@ -40,14 +74,39 @@ def metrics_from(inv: Mapping[str, Any]) -> tuple[Metric, ...]:
     return tuple(out)
 
 
+def unknown_evaluations(inv: Mapping[str, Any], hardware: Mapping[str, Any]) -> tuple[Evaluation, ...]:
+    """An error naming the reason for each count the profile's hardware block expects but the
+    inventory could not read (compare adds its own "no metric" error; this one says why)."""
+    unknown = unknown_counts(inv)
+    gpus = (hardware.get("gpu") or {}).get("count")
+    nvme = hardware.get("nvme_count")
+    wanted = {"gpu.count": (gpus, gpus), "host.nvme_count": (nvme, None)}
+    return tuple(Evaluation(metric, {}, Outcome.ERROR, "fail", None, COUNT, None, float(low),
+                            None if high is None else float(high), "each", unknown[metric], None,
+                            "inventory")
+                 for metric, (low, high) in wanted.items() if low and metric in unknown)
+
+
 def run(params: InventoryParams, ctx: CheckContext) -> CheckOutput:
     inv = ctx.inventory
     gpus = inv.get("gpus", [])
-    gpu_text = f"{len(gpus)} x {gpus[0]['name']}" if gpus else "no GPU"
+    n, how = gpu_count(inv)
+    if gpus:
+        gpu_text = f"{len(gpus)} x {gpus[0]['name']}"
+    elif n:
+        gpu_text = f"{n} GPUs on the {how}"
+    else:
+        gpu_text = "GPUs unknown" if n is None else "no GPU"
+    unknown = unknown_counts(inv)
+    disks = "disks unknown" if "host.nvme_count" in unknown else f"{len(inv.get('block_devices', []))} disks"
     mem = inv.get("memory", {}).get("total_bytes") or 0
     summary = (f"{inv.get('host', {}).get('hostname')}: {inv.get('cpu', {}).get('online')} CPUs, "
-               f"{mem / 1e9:.1f} GB RAM, {len(inv.get('block_devices', []))} disks, {gpu_text}")
-    return CheckOutput(metrics=metrics_from(inv), details={"inventory": dict(inv)}, summary=summary)
+               f"{mem / 1e9:.1f} GB RAM, {disks}, {gpu_text}")
+    details: dict[str, Any] = {"inventory": dict(inv)}
+    if unknown:
+        details["unknown"] = unknown
+    return CheckOutput(metrics=metrics_from(inv), details=details, summary=summary,
+                       evaluations=unknown_evaluations(inv, ctx.hardware))
 
 
 def plan(params: InventoryParams, inventory: Mapping[str, Any]) -> Sequence[PlannedCommand]:

@@ -172,6 +172,9 @@ class Suite(Strict):
 class GpuHardware(Strict):
     models: list[str] = Field(default_factory=list, description="NVML names that match, e.g. "
                               "'NVIDIA H100 80GB HBM3'")
+    pci_device_ids: list[Annotated[str, Field(pattern=r"^0x[0-9a-f]{4}$")]] = Field(
+        default_factory=list, description="PCI device ids (NVIDIA vendor 0x10de) that match, lower-case "
+        "hex, e.g. '0x2330' for H100 SXM5 80GB: auto-selection by model even when NVML does not load")
     count: int = Field(0, ge=0, le=64)
     memory_min_bytes: Optional[int] = Field(None, gt=0, description="each GPU's total memory as NVML "
                                             "reports it, at least (80000000000 for an 80 GB part)")

@@ -2,12 +2,15 @@
 
 Reads only. `system_use` answers "is this drive in use by the running system?": the drive, one of
 its partitions, or anything stacked on them (md, dm) is mounted or is swap. Drives in such use are
-left out of `targets: all-nvme`.
+left out of `targets: all-nvme`. `in_memory` / `device_in_memory` answer "is this storage really
+RAM?": tmpfs, ramfs, zram, a brd RAM disk, an overlay whose upper layer is one of those, or a loop
+device over a file on one of those.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -24,6 +27,7 @@ class Mount:
     mount_point: str
     fstype: str
     source: str
+    options: str = ""  # the super block's options (overlay: lowerdir=...,upperdir=...)
 
 
 def _unescape(text: str) -> str:
@@ -39,7 +43,8 @@ def parse_mountinfo(text: str) -> list[Mount]:
         fields, rest = head.split(), tail.split()
         if not sep or len(fields) < 5 or len(rest) < 2:
             continue
-        out.append(Mount(fields[2], _unescape(fields[4]), rest[0], _unescape(rest[1])))
+        out.append(Mount(fields[2], _unescape(fields[4]), rest[0], _unescape(rest[1]),
+                         _unescape(rest[2]) if len(rest) > 2 else ""))
     return out
 
 
@@ -114,3 +119,62 @@ def system_use(device: str, sys_root: Path = SYS, proc_root: Path = PROC) -> lis
         if parts and Path(_unescape(parts[0])).name in stack:
             reasons.append(f"{parts[0]} is in use as swap")
     return reasons
+
+
+MEMORY_FS = frozenset({"tmpfs", "ramfs", "devtmpfs"})
+_RAM_DEVICE = re.compile(r"^(zram|ram)\d+$")  # zram (compressed RAM), brd RAM disks
+
+
+def _ram_device(name: str) -> str | None:
+    m = _RAM_DEVICE.match(name)
+    if m is None:
+        return None
+    return f"zram (compressed RAM) /dev/{name}" if m.group(1) == "zram" else f"a RAM disk /dev/{name}"
+
+
+def in_memory(path: str | Path, table: Optional[list[Mount]] = None, sys_root: Path = SYS,
+              _depth: int = 0) -> Optional[str]:
+    """What RAM the file system holding `path` lives in ('tmpfs /mnt/x', 'overlay whose upperdir is
+    on tmpfs /run'), or None for storage (or when the mount is not known)."""
+    table = mounts() if table is None else table
+    m = mount_of(path, table)
+    if m is None or _depth > 8:
+        return None
+    if m.fstype in MEMORY_FS:
+        return f"{m.fstype} {m.mount_point}"
+    ram = _ram_device(Path(m.source).name) if m.source.startswith("/dev/") else None
+    if ram:
+        return ram
+    if m.fstype == "overlay":
+        upper = next((o.split("=", 1)[1] for o in m.options.split(",") if o.startswith("upperdir=")), None)
+        if upper:
+            below = in_memory(upper, [t for t in table if t is not m], sys_root, _depth + 1)
+            if below:
+                return f"overlay whose upperdir is on {below}"
+    if m.source.startswith("/dev/loop"):
+        return device_in_memory(m.source, table, sys_root, _depth + 1)
+    return None
+
+
+def device_in_memory(device: str, table: Optional[list[Mount]] = None, sys_root: Path = SYS,
+                     _depth: int = 0) -> Optional[str]:
+    """What RAM a block device is: zram, a RAM disk, or a loop device over a file in memory."""
+    name = Path(os.path.realpath(device)).name
+    ram = _ram_device(name)
+    if ram:
+        return ram
+    backing = _read(sys_root / "block" / name / "loop" / "backing_file")
+    if name.startswith("loop") and backing:
+        below = in_memory(backing, table, sys_root, _depth + 1)
+        if below:
+            return f"/dev/{name} over {backing} on {below}"
+    return None
+
+
+def mem_available(proc_root: Path = PROC) -> Optional[int]:
+    """MemAvailable of /proc/meminfo in bytes: what the page cache can grow to without swapping."""
+    for line in (_read(proc_root / "meminfo") or "").splitlines():
+        key, _, rest = line.partition(":")
+        if key == "MemAvailable" and rest.split() and rest.split()[0].isdigit():
+            return int(rest.split()[0]) * 1024
+    return None

@@ -1,6 +1,8 @@
-"""Read the host facts for the inventory: /proc, /sys, /etc/os-release, lsblk, NVML.
+"""Read the host facts for the inventory: /proc, /sys, /etc/os-release, lsblk, NVML, the PCI bus.
 
-Every probe is best-effort: a fact that cannot be read is None, with the reason in `notes`.
+Every probe is best-effort: a fact that cannot be read is None, with the reason in `notes`. A list
+that could not be read (lsblk failed, NVML not loadable, the PCI bus unreadable) stays empty and
+its reason is in `unknown` (key: the list's name): unknown, never zero.
 """
 
 from __future__ import annotations
@@ -12,10 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ToolMissing
+from harness.errors import ToolError
 from harness.parsers import linkstate
 from harness.parsers import sysinfo as parse
-from harness.platform import netdev, nvml, proc
+from harness.platform import netdev, nvml, pci, proc
 
 SYS = Path("/sys")
 
@@ -27,16 +29,26 @@ def _read(path: Path | str) -> str | None:
         return None
 
 
-def collect(gpu_probe: Callable[[], dict[str, Any]] = nvml.gpu_inventory) -> dict[str, Any]:
+def collect(gpu_probe: Callable[[], dict[str, Any]] = nvml.gpu_inventory,
+            pci_root: Path | None = None) -> dict[str, Any]:
     """The whole inventory as a JSON-ready dict."""
     notes: list[str] = []
+    unknown: dict[str, str] = {}
     osr = parse.parse_os_release(_read("/etc/os-release") or "")
     cpu = parse.parse_cpuinfo(_read("/proc/cpuinfo") or "")
     mem = parse.parse_meminfo(_read("/proc/meminfo") or "")
     numa = sorted(p.name for p in (SYS / "devices/system/node").glob("node[0-9]*"))
     gpus = gpu_probe()
+    on_bus = pci.nvidia_gpus(pci_root)
+    if on_bus is None:
+        unknown["pci_gpus"] = f"{pci_root or pci.SYSFS} not readable"
+    nvml_reason = gpus.get("reason", "") or ("" if gpus.get("available") else "no GPU information")
     if not gpus.get("available"):
-        notes.append(gpus.get("reason", "no GPU information"))
+        if on_bus:
+            nvml_reason = nvml_not_loadable(len(on_bus), nvml_reason)
+        notes.append(nvml_reason)
+        unknown["gpus"] = nvml_reason
+    block_devices = _block_devices(notes, unknown)
     inv: dict[str, Any] = {
         "host": {"hostname": socket.gethostname(), "os": osr.get("PRETTY_NAME"),
                  "kernel": platform.release(), "arch": platform.machine()},
@@ -47,32 +59,44 @@ def collect(gpu_probe: Callable[[], dict[str, Any]] = nvml.gpu_inventory) -> dic
         "cpu": {"model": cpu["model"], "sockets": cpu["sockets"], "threads": cpu["threads"],
                 "online": os.cpu_count(), "numa_nodes": len(numa) or 1},
         "memory": {"total_bytes": mem.get("MemTotal")},
-        "block_devices": _block_devices(notes),
+        "block_devices": block_devices,
         "nics": _nics(),
         "gpus": gpus.get("gpus", []),
+        "pci_gpus": [d.to_dict() for d in on_bus or []],
         "software": {"nvidia_driver": gpus.get("driver"), "cuda_driver": gpus.get("cuda_driver"),
                      "python": platform.python_version()},
-        "nvml": {"available": bool(gpus.get("available")), "reason": gpus.get("reason", "")},
+        "nvml": {"available": bool(gpus.get("available")), "reason": nvml_reason},
         "notes": notes,
+        "unknown": unknown,
     }
     return inv
 
 
-def _block_devices(notes: list[str]) -> list[dict[str, Any]]:
+def nvml_not_loadable(on_bus: int, reason: str) -> str:
+    """Why the GPUs on the bus have no NVML: the classic broken node (driver not loaded)."""
+    return (f"{on_bus} NVIDIA GPUs on the PCI bus but NVML not loadable: is the driver loaded? "
+            f"({reason})")
+
+
+def _block_devices(notes: list[str], unknown: dict[str, str]) -> list[dict[str, Any]]:
+    """The disks lsblk lists; empty, with the reason in `unknown`, when lsblk could not tell."""
+    why = None
     try:
         rc, out, err = proc.capture_rc(
             ["lsblk", "-J", "-b", "-d", "-o", "NAME,PATH,MODEL,SERIAL,SIZE,TRAN,ROTA,TYPE"], timeout=20)
-    except ToolMissing as e:
-        notes.append(str(e))
-        return []
-    if rc != 0:
-        notes.append(f"lsblk failed: {err.strip()[:200]}")
-        return []
-    try:
-        return parse.parse_lsblk_disks(out)
-    except ValueError as e:
-        notes.append(f"lsblk output unreadable: {e}")
-        return []
+    except ToolError as e:
+        why = str(e)
+    else:
+        if rc != 0:
+            why = f"lsblk failed (exit status {rc}): {err.strip()[:200]}"
+        else:
+            try:
+                return parse.parse_lsblk_disks(out)
+            except ValueError as e:
+                why = f"lsblk output unreadable: {e}"
+    notes.append(why)
+    unknown["block_devices"] = why
+    return []
 
 
 def _nics() -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ from harness import ownrules
 from harness.compare import Rule, applicable
 from harness.config.models import Expectation, Profile
 from harness.errors import UsageError
+from harness.platform import pci
 
 if TYPE_CHECKING:
     from harness.config.loader import LoadedProfile, LoadedSuite, ResolvedCheck
@@ -87,27 +88,56 @@ def gpu_expectation_text(profile: Profile) -> str | None:
 
 def select_profile(inventory: Mapping[str, Any],
                    candidates: Sequence[LoadedProfile]) -> tuple[str, str]:
-    """Pick a profile name by the GPUs found (model and count); else 'generic'. Returns (name, why)."""
-    gpus = inventory.get("gpus", [])
-    if not gpus:
-        reason = inventory.get("nvml", {}).get("reason") or "no NVIDIA GPU found"
-        return "generic", f"auto: no GPU found ({reason}); using generic"
-    names = {g.get("name", "") for g in gpus}
-    found = f"{len(gpus)} x {', '.join(sorted(names))}"
-    matches = []
-    for lp in candidates:
+    """Pick a profile by the GPU model found (NVML name, else PCI device id); the count is then
+    judged against it (gpu.count), never used to pick a lesser profile. Returns (name, why).
+
+    No NVIDIA GPU on the PCI bus and no NVML: generic (a CPU-only node). GPUs of a model no
+    profile lists, or GPUs that cannot be told apart from none: UsageError asking for --profile.
+    """
+    gpus = inventory.get("gpus") or []
+    on_bus = inventory.get("pci_gpus") or []
+    unknown = inventory.get("unknown") or {}
+    names = sorted({str(g.get("name", "")) for g in gpus})
+    ids = sorted({str(d.get("device_id", "")).lower() for d in on_bus})
+    nvml_why = inventory.get("nvml", {}).get("reason") or "NVML not loadable"
+    if not gpus and not on_bus:
+        nvml_ok = bool(inventory.get("nvml", {}).get("available"))
+        bus_known = "pci_gpus" in inventory and "pci_gpus" not in unknown
+        if not bus_known and not nvml_ok:
+            raise UsageError(f"auto profile: cannot tell whether this node has GPUs ({nvml_why}; PCI "
+                             f"bus: {unknown.get('pci_gpus', 'not read')}); give --profile")
+        if not bus_known:
+            return "generic", "auto: NVML sees no GPU (PCI bus not read); using generic"
+        why = "" if nvml_ok else f" and {nvml_why}"
+        return "generic", f"auto: no NVIDIA GPU on the PCI bus{why}: a CPU-only node; using generic"
+    if gpus:
+        found, n = f"{len(gpus)} x {', '.join(names)}", len(gpus)
+    else:
+        found, n = f"{len(on_bus)} NVIDIA GPUs (PCI device {', '.join(ids)}) without NVML", len(on_bus)
+
+    def fits(lp: LoadedProfile) -> bool:
         hw = lp.profile.hardware.gpu
-        models = {m.lower() for m in hw.models}
-        if hw.count == len(gpus) and models and all(n.lower() in models for n in names):
-            matches.append(lp.profile.name)
+        if gpus and hw.models:
+            return all(name.lower() in {m.lower() for m in hw.models} for name in names)
+        return bool(hw.pci_device_ids) and all(i in hw.pci_device_ids for i in ids)
+
+    matches = [lp.profile.name for lp in candidates if fits(lp)]
     if not matches:
-        return "generic", f"auto: found {found}; no profile lists that model and count; using generic"
+        raise UsageError(f"auto profile: found {found}; no profile lists that model: give --profile NAME "
+                         "(--profile generic judges without GPU expectations)")
+    counts = {lp.profile.name: lp.profile.hardware.gpu.count for lp in candidates}
+    matches = [m for m in matches if counts[m] == n] or matches  # a 4-GPU and an 8-GPU SKU of a model
     # a profile that extends another match (dgx-h100 over h100-sxm-8x) refines it: chosen by name only
     chains = {lp.profile.name: lp.chain for lp in candidates}
     matches = [m for m in matches if not any(o in chains[m][1:] for o in matches)] or matches
     matches.sort()
+    chosen = matches[0]
     more = f" (also matched: {', '.join(matches[1:])})" if len(matches) > 1 else ""
-    return matches[0], f"auto: found {found}; matches hardware of profile {matches[0]}{more}"
+    why = f"auto: found {found}; matches the model of profile {chosen}{more}"
+    want = counts[chosen]
+    if want and want != n:
+        why += f"; profile {chosen} expects {want} GPUs, found {n}{pci.missing_text(gpus, on_bus)}"
+    return chosen, why
 
 
 def render_dry_run(suite: LoadedSuite, profile: LoadedProfile, profile_reason: str,

@@ -217,6 +217,8 @@ class Runner:
             raise SkipCheck("needs root")
         if needs & {"gpu", "nvml"} and not self.ctx.inventory.get("gpus"):
             reason = self.ctx.inventory.get("nvml", {}).get("reason") or "no NVIDIA GPU found"
+            if self.ctx.inventory.get("pci_gpus"):  # GPUs on the bus without NVML: the driver
+                raise HarnessError(reason)
             if self.ctx.gpu_expectation:
                 raise HarnessError(f"profile expects {self.ctx.gpu_expectation}, found 0 ({reason})")
             raise SkipCheck(f"no NVIDIA GPU: {reason}")

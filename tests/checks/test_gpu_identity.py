@@ -34,7 +34,7 @@ def test_a_missing_gpu_a_wrong_model_and_a_small_memory_each_fail_by_name():
     fails = {(e.metric, e.labels.get("gpu")): e.message
              for e in judge(node, H200) if e.outcome is Outcome.FAIL}
     assert fails == {
-        ("gpu.count", None): "NVML sees 7 GPUs; the profile expects 8 x NVIDIA H200",
+        ("gpu.count", None): "the profile expects 8 GPUs (8 x NVIDIA H200), found 7",
         ("gpu.model", 3): "GPU 3 is NVIDIA H100 80GB HBM3; the profile expects NVIDIA H200 or NVIDIA H200 "
                           "141GB HBM3e",
         ("gpu.memory", 3): "GPU 3 has 79.6 GiB (85.5 GB); the profile expects at least 131.3 GiB (141.0 GB)"}

@@ -175,7 +175,8 @@ def test_default_run_uses_smoke_and_auto_profile(tmp_path: Path):
     (run_dir,) = run_dirs(tmp_path / "reports")
     doc = results(run_dir)
     assert doc["suite"]["name"] == "smoke"
-    assert doc["profile"]["name"] == "generic" and doc["profile"]["reason"].startswith("auto: no GPU found")
+    assert doc["profile"]["name"] == "generic"
+    assert doc["profile"]["reason"].startswith("auto: no NVIDIA GPU on the PCI bus")
     fio = next(c for c in doc["checks"] if c["id"] == "fio-quick")
     assert fio["status"] in ("passed", "warned", "failed") and len(fio["evaluations"]) == 5
     assert run_dir.name.startswith(doc["host"] + "-") and run_dir.name.endswith("Z")

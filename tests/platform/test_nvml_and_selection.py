@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness import config
+from harness.errors import UsageError
 from harness.platform import nvml
 from harness.run import session as app
 from harness.run.plan import select_profile
@@ -72,23 +73,78 @@ def _profiles():
     return [config.load_profile(p) for p in config.list_profiles()]
 
 
-@pytest.mark.parametrize("gpu_name, count, expected", [
-    ("NVIDIA H100 80GB HBM3", 8, "h100-sxm-8x"),
-    ("NVIDIA H200", 8, "h200-sxm-8x"),
-    ("NVIDIA A100-SXM4-80GB", 8, "a100-sxm-8x"),
-    ("NVIDIA H100 80GB HBM3", 4, "generic"),  # count differs: not that SKU
-    ("NVIDIA L40S", 8, "generic"),
+BUS = [{"pci_bus_id": f"0000:{b}:00.0", "device_id": "0x2330"} for b in ("1b", "43", "52", "61", "9d", "c3",
+                                                                         "d1", "df")]
+
+
+def _nvml(name: str, count: int) -> list[dict[str, str]]:
+    return [{"name": name, "pci_bus_id": f"00000000:{b['pci_bus_id'][5:].upper()}"} for b in BUS[:count]]
+
+
+@pytest.mark.parametrize("gpu_name, expected", [
+    ("NVIDIA H100 80GB HBM3", "h100-sxm-8x"),
+    ("NVIDIA H200", "h200-sxm-8x"),
+    ("NVIDIA A100-SXM4-80GB", "a100-sxm-8x"),
 ])
-def test_select_profile_by_model_and_count(gpu_name, count, expected):
-    inv = {"gpus": [{"name": gpu_name}] * count}
+def test_select_profile_by_model(gpu_name, expected):
+    inv = {"gpus": [{"name": gpu_name}] * 8}
     name, reason = select_profile(inv, _profiles())
     assert name == expected
-    assert reason.startswith(f"auto: found {count} x {gpu_name}")
+    assert reason == f"auto: found 8 x {gpu_name}; matches the model of profile {expected}"
 
 
-def test_select_profile_without_gpus():
-    name, reason = select_profile({"gpus": [], "nvml": {"reason": "NVML not loadable: x"}}, _profiles())
-    assert (name, reason) == ("generic", "auto: no GPU found (NVML not loadable: x); using generic")
+def test_a_node_that_lost_a_gpu_keeps_its_profile_and_names_the_missing_gpu():
+    inv = {"gpus": _nvml("NVIDIA H100 80GB HBM3", 8)[:2] + _nvml("NVIDIA H100 80GB HBM3", 8)[3:],
+           "pci_gpus": BUS, "nvml": {"available": True}}
+    name, reason = select_profile(inv, _profiles())
+    assert name == "h100-sxm-8x"  # never guessed down to generic
+    assert reason.endswith("profile h100-sxm-8x expects 8 GPUs, found 7; missing PCI 0000:52:00.0")
+
+
+def test_four_gpus_of_an_eight_gpu_model_are_judged_against_it():
+    name, reason = select_profile({"gpus": [{"name": "NVIDIA H100 80GB HBM3"}] * 4}, _profiles())
+    assert name == "h100-sxm-8x" and reason.endswith("expects 8 GPUs, found 4")
+
+
+def test_unknown_model_asks_for_a_profile():
+    with pytest.raises(UsageError, match=r"found 8 x NVIDIA L40S; no profile lists that model: give "
+                                         r"--profile NAME"):
+        select_profile({"gpus": [{"name": "NVIDIA L40S"}] * 8}, _profiles())
+
+
+def test_mixed_models_ask_for_a_profile():
+    inv = {"gpus": [{"name": "NVIDIA H100 80GB HBM3"}] * 7 + [{"name": "NVIDIA A100-SXM4-80GB"}]}
+    with pytest.raises(UsageError, match="no profile lists that model"):
+        select_profile(inv, _profiles())
+
+
+def test_without_nvml_the_model_comes_from_the_pci_device_id():
+    inv = {"gpus": [], "pci_gpus": BUS, "unknown": {"gpus": "8 NVIDIA GPUs on the PCI bus but NVML ..."},
+           "nvml": {"available": False}}
+    name, reason = select_profile(inv, _profiles())
+    assert name == "h100-sxm-8x"
+    assert reason == ("auto: found 8 NVIDIA GPUs (PCI device 0x2330) without NVML; matches the model of "
+                      "profile h100-sxm-8x")
+    h200 = [{**b, "device_id": "0x2335"} for b in BUS]
+    assert select_profile({**inv, "pci_gpus": h200}, _profiles())[0] == "h200-sxm-8x"
+    with pytest.raises(UsageError, match=r"PCI device 0x26b9\) without NVML; no profile lists"):
+        select_profile({**inv, "pci_gpus": [{**b, "device_id": "0x26b9"} for b in BUS]}, _profiles())
+
+
+def test_cpu_only_node_gets_generic_and_says_so():
+    inv = {"gpus": [], "pci_gpus": [], "unknown": {"gpus": "NVML not loadable: x"},
+           "nvml": {"available": False, "reason": "NVML not loadable: x"}}
+    name, reason = select_profile(inv, _profiles())
+    assert (name, reason) == ("generic", "auto: no NVIDIA GPU on the PCI bus and NVML not loadable: x: "
+                                         "a CPU-only node; using generic")
+
+
+def test_no_nvml_and_no_readable_bus_is_not_taken_for_a_cpu_only_node():
+    inv = {"gpus": [], "pci_gpus": [], "unknown": {"gpus": "NVML not loadable: x",
+                                                     "pci_gpus": "/sys/bus/pci/devices not readable"},
+           "nvml": {"available": False, "reason": "NVML not loadable: x"}}
+    with pytest.raises(UsageError, match=r"cannot tell whether this node has GPUs .*give --profile"):
+        select_profile(inv, _profiles())
 
 
 def test_auto_selection_end_to_end_dry_run(tmp_path: Path, capsys, monkeypatch):
@@ -100,5 +156,5 @@ def test_auto_selection_end_to_end_dry_run(tmp_path: Path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert code == 0
     assert "profile h100-sxm-8x" in out
-    assert "auto: found 8 x NVIDIA H100 80GB HBM3; matches hardware of profile h100-sxm-8x" in out
+    assert "auto: found 8 x NVIDIA H100 80GB HBM3; matches the model of profile h100-sxm-8x" in out
     assert "expect gpu.count{} each: 8..8 count" in out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from harness.checks.inventory import metrics_from
@@ -64,3 +65,61 @@ def test_live_collect_without_nvml_says_why():
     assert inv["gpus"] == [] and inv["nvml"]["reason"] == "NVML not loadable: test"
     assert inv["cpu"]["online"] >= 1 and inv["memory"]["total_bytes"] > 0
     assert inv["host"]["hostname"]
+
+
+def _names(inv):
+    return {m.name: m.value for m in metrics_from(inv) if not m.labels}
+
+
+def test_gpu_count_without_nvml_is_the_pci_count_or_unknown_never_zero():
+    from harness.checks.inventory import unknown_evaluations
+
+    why = "8 NVIDIA GPUs on the PCI bus but NVML not loadable: is the driver loaded? (x)"
+    bus = [{"pci_bus_id": f"0000:{i:02x}:00.0", "device_id": "0x2330"} for i in range(8)]
+    inv = {"gpus": [], "pci_gpus": bus, "unknown": {"gpus": why}}
+    assert _names(inv)["gpu.count"] == 8
+    unread = {"gpus": [], "pci_gpus": [], "unknown": {"gpus": "NVML not loadable: x",
+                                                       "pci_gpus": "/sys/bus/pci/devices not readable"}}
+    assert "gpu.count" not in _names(unread)
+    (ev,) = unknown_evaluations(unread, {"gpu": {"count": 8}})
+    assert ev.metric == "gpu.count" and ev.outcome.value == "error"
+    assert ev.message == "not measured: NVML not loadable: x"
+    assert unknown_evaluations(unread, {"gpu": {"count": 0}}) == ()  # generic: nothing expected
+    cpu_only = {"gpus": [], "pci_gpus": [], "unknown": {"gpus": "NVML not loadable: x"}}
+    assert _names(cpu_only)["gpu.count"] == 0  # the bus was read: no GPU is a fact
+
+
+def test_nvme_count_when_lsblk_failed_is_unknown():
+    from harness.checks.inventory import unknown_evaluations
+
+    inv = {"block_devices": [], "unknown": {"block_devices": "lsblk failed (exit status 1): boom"}}
+    names = {m.name for m in metrics_from(inv)}
+    assert "host.nvme_count" not in names and "host.block_devices" not in names
+    (ev,) = unknown_evaluations(inv, {"nvme_count": 8})
+    assert ev.metric == "host.nvme_count" and ev.message == "not measured: lsblk failed (exit status 1): boom"
+    assert _names({"block_devices": []})["host.nvme_count"] == 0  # lsblk ran and listed none
+
+
+def test_unread_cpu_facts_are_left_out_not_zero():
+    names = _names({"cpu": {"online": None, "threads": 0, "sockets": None, "numa_nodes": 1}})
+    assert "host.cpu_cores" not in names and "host.cpu_sockets" not in names
+    assert names["host.numa_nodes"] == 1
+
+
+def test_live_collect_reads_the_pci_tree_and_a_failing_lsblk(tmp_path, monkeypatch):
+    from pcisysfs import lines, write_tree
+
+    root = write_tree(tmp_path / "devices", lines())
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "lsblk").write_text("#!/bin/sh\necho 'lsblk: failed to access sysfs directory: "
+                                "/sys/dev/block: No such file or directory' >&2\nexit 32\n")
+    (fake / "lsblk").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    no_driver = {"available": False, "reason": "NVML not loadable: Driver Not Loaded", "gpus": []}
+    inv = live.collect(gpu_probe=lambda: no_driver, pci_root=root)
+    assert len(inv["pci_gpus"]) == 8 and inv["pci_gpus"][0]["device_id"] == "0x2330"
+    assert inv["nvml"]["reason"] == ("8 NVIDIA GPUs on the PCI bus but NVML not loadable: is the driver "
+                                     "loaded? (NVML not loadable: Driver Not Loaded)")
+    assert inv["unknown"]["block_devices"].startswith("lsblk failed (exit status 32): lsblk: failed to")
+    assert inv["block_devices"] == []
