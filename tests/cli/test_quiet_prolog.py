@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
-from clihelp import harness, run_dirs, write
+import pytest
+from clihelp import ROOT, harness, run_dirs, write
 
 from harness.cli.quiet import MAX_LINE, quiet_line
 from harness.model import CheckResult, Evaluation, Outcome, RunRecord, Status
@@ -99,3 +104,24 @@ def test_a_gate_whose_tool_is_missing_says_errored_and_exits_3(tmp_path: Path):
     (line,) = r.stdout.splitlines()
     assert line.startswith("harness: ERRORED: 0 passed, 1 errored | ")
     assert " | ERRORED probe: no-such-health-probe not found on PATH" in line
+
+
+def test_a_memlock_limit_below_the_profile_is_named_in_the_line(tmp_path: Path):
+    """The real prolog suite's config audit on a shell whose locked-memory limit is 8 MiB."""
+    hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+    if hard != resource.RLIM_INFINITY and hard < 8 << 20:
+        pytest.skip("the hard locked-memory limit here is below 8 MiB")
+    rule = "config:\n  - {fact: host.memlock, equals: unlimited}\n"
+    profile = write(tmp_path / "memlock.yaml", LENIENT + rule)
+
+    def eight_mib() -> None:
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (8 << 20, hard))
+
+    r = subprocess.run([sys.executable, "-m", "harness", "run", "prolog", "-q", "--history", "off",
+                        "--profile", str(profile), "--output", str(tmp_path / "o")], cwd=ROOT, text=True,
+                       capture_output=True, timeout=180, preexec_fn=eight_mib,
+                       env={**os.environ, **env(tmp_path)})
+    assert r.returncode == 1, r.stdout + r.stderr
+    (line,) = r.stdout.splitlines()
+    assert line.startswith("harness: REJECTED: ")
+    assert " | FAILED config-audit: host.memlock: found 8 MiB, expected unlimited | report " in line
