@@ -2,7 +2,8 @@
 
 Exit codes (harness.model.EXIT_CODES): 0 accepted, 1 rejected (a check failed: the hardware
 measured badly), 2 invalid input (suite, profile, arguments), 3 errored (a check could not run
-validly, or the run could not go on: no hardware verdict), 130/143 interrupted by SIGINT/SIGTERM.
+validly, or the run could not go on, or the harness itself failed: no hardware verdict), 130/143
+interrupted by SIGINT/SIGTERM. Nothing but a failed check exits 1.
 Heavy modules are imported inside the commands so `harness --help` starts fast.
 """
 
@@ -17,6 +18,7 @@ import click
 # 0 accepted, 1 rejected (hardware measured badly), 2 invalid input, 3 errored (no hardware verdict:
 # a tool or the environment failed, or the run could not go on); see harness.model.EXIT_CODES
 EXIT_OK, EXIT_REJECTED, EXIT_INVALID, EXIT_ERRORED = 0, 1, 2, 3
+DEFAULT_KEEP = 20  # harness.run.session.DEFAULT_KEEP (not imported: `harness --help` stays fast)
 
 
 def _ids(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -42,36 +44,40 @@ def cli() -> None:
               help="command-line half of the opt-in for raw-device writes")
 @click.option("--resume", metavar="RUN_DIR", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="finish a killed or interrupted run: rerun only its unfinished checks")
-@click.option("--history", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--history", type=click.Path(dir_okay=False, path_type=Path), envvar="HARNESS_HISTORY",
               help="history store to record into (default: $HARNESS_HISTORY, else OUTPUT/history.sqlite; "
                    "'off' records nothing)")
 @click.option("--quiet", "-q", is_flag=True,
               help="print one line (verdict, failures, report) for a Slurm prolog or HealthCheckProgram")
-def run(suite: str | None, profile: str | None, output: Path, only: tuple[str, ...], skip: tuple[str, ...],
-        dry_run: bool, allow_destructive: bool, resume: Path | None, history: Path | None,
-        quiet: bool) -> None:
+@click.option("--keep", type=click.IntRange(min=1), default=DEFAULT_KEEP, show_default=True,
+              help="with --quiet: keep the newest N quiet run directories in OUTPUT, delete older ones")
+@click.pass_context
+def run(ctx: click.Context, suite: str | None, profile: str | None, output: Path, only: tuple[str, ...],
+        skip: tuple[str, ...], dry_run: bool, allow_destructive: bool, resume: Path | None,
+        history: Path | None, quiet: bool, keep: int) -> None:
     """Run SUITE (default: smoke) and write a report.
 
     Exit status: 0 accepted, 1 rejected (the hardware measured badly), 2 invalid input, 3 errored
-    (a tool or the environment failed: no hardware verdict), 130/143 interrupted.
+    (a tool, the environment or the harness failed: no hardware verdict), 130/143 interrupted.
     """
-    import os
-
+    from harness.errors import UsageError
     from harness.run import session as app
 
-    if history is not None:  # read by harness.history.record at the end of the run
-        os.environ["HARNESS_HISTORY"] = str(history)
+    if ctx.get_parameter_source("keep") is click.core.ParameterSource.COMMANDLINE and not quiet:
+        raise UsageError("--keep prunes --quiet runs; give it with --quiet")
+    quiet = quiet and not dry_run  # --dry-run prints the plan either way
 
-    def launch() -> int:
-        return app.run(suite=suite, profile=profile, output=output, only=_ids(only), skip=_ids(skip),
-                       dry_run=dry_run, allow_destructive=allow_destructive,
-                       argv=("harness", *sys.argv[1:]), resume=resume)
+    def launch() -> app.Finished:
+        return app.execute(suite=suite, profile=profile, output=output, only=_ids(only), skip=_ids(skip),
+                           dry_run=dry_run, allow_destructive=allow_destructive,
+                           argv=("harness", *sys.argv[1:]), resume=resume, history=history,
+                           quiet=quiet, keep=keep)
 
     if quiet:
         from harness.cli.quiet import run_quietly
 
         sys.exit(run_quietly(launch))
-    sys.exit(launch())
+    sys.exit(launch().code)
 
 
 @cli.command()
@@ -165,6 +171,8 @@ def main() -> None:
     """Entry point: the one place where errors become exit codes."""
     import atexit
     import gc
+    import os
+    import traceback
 
     from harness.errors import ConfigError, HarnessError, UsageError
 
@@ -193,3 +201,10 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except Exception as e:  # a bug: one line and exit 3, never a hardware verdict (not SystemExit)
+        if os.environ.get("HARNESS_DEBUG"):
+            traceback.print_exc()
+        first = next(iter(str(e).splitlines()), "")
+        click.echo(f"error: internal error: {type(e).__name__}: {first} (a bug in the harness; "
+                   "HARNESS_DEBUG=1 prints the traceback)", err=True)
+        sys.exit(EXIT_ERRORED)

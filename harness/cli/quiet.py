@@ -1,41 +1,81 @@
 """`harness run --quiet`: one line of output, for a Slurm prolog/epilog or HealthCheckProgram.
 
 The run itself is unchanged (results.json, report.html and the exit code are written as usual);
-only what it prints is gathered and folded into one line:
-    harness: REJECTED: 2 passed, ... | FAILED tmp-space: ... | report /path/report.html (2.4 s)
+what it would print is swallowed, and the line is made from the RunRecord it wrote:
+    harness: REJECTED: 3 passed, 1 failed | FAILED gpu-bw: gpu.h2d_bw{gpu=3} 12.1 GB/s, expected >= 50 GB/s
+    | report /path/report.html (2.4 s)
 """
 
 from __future__ import annotations
 
 import io
-import re
 import sys
 import time
 from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
 from typing import TextIO
 
+from harness.model import CheckResult, Evaluation, RunRecord
+from harness.report import HTML_NAME
+from harness.report.html import fmt_band, fmt_labels, fmt_value
+from harness.run.finish import errors_of
+from harness.run.session import Finished
+
 MAX_LINE = 500
-_VERDICT = re.compile(r"^(ACCEPTED|REJECTED|ERRORED|INCOMPLETE): ")
-_PROBLEM = re.compile(r"^  (FAILED|ERRORED) ")
+_COUNTED = (("passed", "passed"), ("warned", "warned"), ("failed", "failed"), ("errored", "errored"),
+            ("skipped", "skipped"), ("not_run", "not run"))
 
 
-def one_line(printed: str, code: int, seconds: float) -> str:
-    """The run's printed summary as one line (pure)."""
-    lines = printed.splitlines()
-    verdict = next((ln for ln in lines if _VERDICT.match(ln)), f"exit {code}")
-    problems = [ln.strip() for ln in lines if _PROBLEM.match(ln)]
-    report = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("report:")), "")
-    parts = [f"harness: {verdict}", *problems] + ([f"report {report}"] if report else [])
-    text = " | ".join(parts) + f" ({seconds:.1f} s)"
-    return text if len(text) <= MAX_LINE else text[:MAX_LINE - 3] + "..."
+def _one_line(text: str) -> str:
+    """Control characters (a tool's newline, an escape sequence) as spaces: one line it stays."""
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
 
 
-def run_quietly(launch: Callable[[], int], out: TextIO | None = None) -> int:
-    """Call `launch` with stdout and stderr gathered; print one line; return its exit code."""
-    gathered = io.StringIO()
+def fault(ev: Evaluation) -> str:
+    """One failing rule: what was measured against what was expected."""
+    name = ev.metric + fmt_labels(ev.labels)
+    if ev.measured is not None and (ev.low is not None or ev.high is not None):
+        return (f"{name} {fmt_value(ev.measured, ev.unit)}, "
+                f"expected {fmt_band(ev.low, ev.high, ev.unit, ascii_=True)}")
+    return f"{name}: {ev.message}"
+
+
+def problem(check: CheckResult) -> str:
+    """'FAILED id: <first failing rule> (+N more)', or the check's own message when none failed."""
+    want = ("fail",) if check.status.value == "failed" else ("error", "fail")
+    bad = [e for e in check.evaluations if e.outcome.value in want]
+    text = fault(bad[0]) + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "") if bad else check.message
+    return f"{check.status.value.upper()} {check.id}: {text}"
+
+
+def quiet_line(record: RunRecord, report: Path | None, seconds: float) -> str:
+    """The run as one line of at most MAX_LINE characters, the report's path always whole (pure)."""
+    c = record.counts
+    counts = [f"{c[k]} {word}" for k, word in _COUNTED if c[k] or k == "passed"]
+    parts = [f"harness: {record.verdict}: {', '.join(counts)}"]
+    if record.interrupted:
+        parts.append("interrupted")
+    parts += [problem(chk) for chk in record.checks if chk.status.value in ("failed", "errored")]
+    head = " | ".join(_one_line(p) for p in parts)
+    tail = (f" | report {_one_line(str(report))}" if report else "") + f" ({seconds:.1f} s)"
+    if len(head) + len(tail) > MAX_LINE:
+        head = head[:max(0, MAX_LINE - len(tail) - 3)] + "..."
+    return (head + tail)[:MAX_LINE]
+
+
+def run_quietly(launch: Callable[[], Finished], out: TextIO | None = None) -> int:
+    """Call `launch` with its output swallowed; print one line; return its exit code."""
     t0 = time.monotonic()
-    with redirect_stdout(gathered), redirect_stderr(io.StringIO()):
-        code = launch()
-    print(one_line(gathered.getvalue(), code, time.monotonic() - t0), file=out or sys.stdout, flush=True)
-    return code
+    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+        done = launch()
+    seconds = time.monotonic() - t0
+    if done.record is None:
+        line = f"harness: exit {done.code} ({seconds:.1f} s)"
+    else:
+        report = done.run_dir / HTML_NAME if done.run_dir else None
+        line = quiet_line(done.record, report if report and report.is_file() else None, seconds)
+        for err in errors_of(done.record):  # the harness's own failures, also where errors go
+            print(f"error: {_one_line(err)}", file=sys.stderr)
+    print(line, file=out or sys.stdout, flush=True)
+    return done.code

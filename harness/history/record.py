@@ -1,18 +1,17 @@
 """Runs into history and history into runs: the end-of-run hook, import, and the trend snapshot.
 
-After `harness run` has written its results, `after_run` reads the node's earlier runs from the
-store, judges the suite's and profile's drift rules (a `drift` check), puts a snapshot of trends
-and hardware/software changes into the record (`RunRecord.history`, shown by the report),
-rewrites results.json and the report, and records the run. A store that cannot be used costs a
-warning, never the run.
+At the end of `harness run`, before anything final is written, `RunHistory.annotate` reads the
+node's earlier runs from the store, judges the suite's and profile's drift rules (a `drift`
+check) and puts a snapshot of trends and hardware/software changes into the record
+(`RunRecord.history`, shown by the report); `RunHistory.keep` then records the run. A store that
+cannot be opened or read costs a warning, never the run; a bug here propagates to the runner,
+which records it as an error of the run.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import sys
-import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from itertools import pairwise
@@ -29,7 +28,6 @@ from harness.history.identity import NodeIdentity, changes, identity_of
 from harness.history.store import RunRow, Store, open_store
 from harness.model import CheckResult, Evaluation, RunRecord, Status
 
-ENV = "HARNESS_HISTORY"
 OFF = ("off", "none", "no", "false", "0")
 DEFAULT_NAME = "history.sqlite"
 KEY_METRICS = ("gpu_burn.tflops", "gpu.tflops", "nccl.busbw", "nccl.avg_busbw", "rdma.bw_avg", "gpu.h2d_bw",
@@ -39,11 +37,12 @@ MAX_SERIES, MAX_POINTS, MAX_EVENTS, LOAD_RUNS = 16, 12, 20, 60
 
 
 def store_path(output: Path | None, explicit: str | Path | None = None) -> Path | None:
-    """--history, else $HARNESS_HISTORY, else <output>/history.sqlite; None when set to 'off'."""
-    value = str(explicit) if explicit else os.environ.get(ENV, "")
-    if value.strip().lower() in OFF and value.strip():
+    """The store `explicit` names (--history or $HARNESS_HISTORY, which the CLI reads), else
+    <output>/history.sqlite; None when it is 'off'."""
+    value = str(explicit or "").strip()
+    if value.lower() in OFF:
         return None
-    if value.strip():
+    if value:
         return Path(value)
     return (output or Path("reports")) / DEFAULT_NAME
 
@@ -52,60 +51,50 @@ def _warn(text: str) -> None:
     print(f"warning: history: {text}", file=sys.stderr)
 
 
-def after_run(record: RunRecord, *, run_dir: Path, output: Path | None,
-              drift_rules: Sequence[SourcedRule] = ()) -> RunRecord:
-    """The end-of-run hook: returns the record with drift and trends when history is available."""
-    path = store_path(output)
-    if path is None:
-        return record
-    try:
-        store = open_store(path)
-    except HarnessError as e:
-        _warn(f"{e}; this run is not recorded")
-        return record
-    new = record
-    try:
+class RunHistory:
+    """The history store of one run: `annotate` the record before it is written, `keep` it after.
+
+    `path` None records nothing. Store problems (cannot open, corrupt, locked) are warnings;
+    anything else is a bug and propagates to the caller.
+    """
+
+    def __init__(self, path: Path | None, drift_rules: Sequence[SourcedRule] = ()) -> None:
+        self.path = path
+        self.rules = tuple(drift_rules)
+        self.store: Store | None = None
+
+    def annotate(self, record: RunRecord) -> RunRecord:
+        """The record with drift and trends; unchanged when there is no usable store."""
+        if self.path is None:
+            return record
+        if self.store is None:
+            try:
+                self.store = open_store(self.path)
+            except HarnessError as e:
+                _warn(f"{e}; this run is not recorded")
+                self.path = None
+                return record
         try:
-            new = annotate(record, store, drift_rules)
+            return annotate(record, self.store, self.rules)
         except (HarnessError, sqlite3.Error) as e:
             _warn(f"{e}; no trends or drift in this report")
-        except Exception:  # a bug here must not cost the finished run
-            _log_bug(run_dir, "reading history")
-        if new is not record:
-            new = _rewrite(record, new, run_dir)
+            return record
+
+    def keep(self, record: RunRecord, run_dir: Path) -> None:
+        """Record the run (as it is written) in the store, then close it."""
+        if self.store is None:
+            return
         try:
-            store.record(new, run_dir)
+            self.store.record(record, run_dir)
         except HarnessError as e:
             _warn(f"{e}; this run is not recorded")
-    finally:
-        store.close()
-    return new
+        finally:
+            self.close()
 
-
-def _rewrite(old: RunRecord, new: RunRecord, run_dir: Path) -> RunRecord:
-    """results.json, then the reports, with the history; the record results.json holds."""
-    from harness import results
-    from harness.report import write_reports
-
-    try:
-        results.write(run_dir, new)
-    except HarnessError as e:
-        _warn(f"{e}; results.json keeps the run without drift and trends")
-        return old
-    try:
-        write_reports(new, run_dir)
-    except HarnessError as e:
-        _warn(f"{e}; results.json has the history section, the report does not")
-    return new
-
-
-def _log_bug(run_dir: Path, doing: str) -> None:
-    try:
-        with (run_dir / "harness.log").open("a", encoding="utf-8") as f:
-            f.write(f"internal error while {doing}:\n{traceback.format_exc()}")
-    except OSError:
-        pass
-    _warn(f"internal error while {doing} (traceback in harness.log); the run's results are unaffected")
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
 
 
 def rules_of(suite: Any, profile: Any) -> list[SourcedRule]:

@@ -15,7 +15,8 @@ import os
 import signal
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,6 +32,7 @@ from harness.model import EXIT_CODES, CheckResult, Evaluation, Metric, RunRecord
 from harness.platform import proc
 from harness.platform.ledger import Ledger
 from harness.run import sampler as telemetry
+from harness.run.finish import History, finish, internal_error, with_error
 from harness.run.plan import PlannedCheck
 from harness.run.progress import PlainProgress, Progress
 
@@ -82,6 +84,7 @@ class RunContext:
     notes: tuple[str, ...] = ()  # for harness.log, e.g. leftovers of a crashed run cleaned up
     hardware: Mapping[str, Any] = field(default_factory=dict)  # the profile's hardware block
     config: tuple[tuple[Any, str], ...] = ()  # the profile's config: rules, with its name
+    history: History | None = None  # annotates the record before the final write, records it after
 
 
 class Runner:
@@ -102,32 +105,40 @@ class Runner:
             log.warning("received %s: stopping the running check", SIGNAL_NAMES.get(signum, signum))
         proc.kill_all()
 
-    # -- the run ------------------------------------------------------------------------
-    def run(self) -> RunRecord:
-        handler = _FileLog(self.ctx.run_dir / "harness.log")
-        ledger = Ledger(self.ctx.run_dir, log)
+    @contextmanager
+    def signals(self) -> Iterator[None]:
+        """SIGINT and SIGTERM go to this run while inside (nesting is harmless)."""
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            for note in self.ctx.notes:
-                log.warning("%s", note)
-            ledger.open()
-            self.ctx.progress.start(self.ctx.suite_info["name"], self.ctx.profile_info["name"],
-                                    len(self.plan), str(self.ctx.run_dir))
-            self._persist()
-            for i, pc in enumerate(self.plan, 1):
-                if self.signum is not None:
-                    break
-                if pc.id in self.ctx.previous:
-                    self._keep(self.ctx.previous[pc.id])
-                    continue
-                result = self._run_one(i, pc)
-                self.results[pc.id] = result
-                results.write_check(self.ctx.run_dir, result)
-                self.saved.add(pc.id)
-                self._persist()
-                self.ctx.progress.check_finished(result)
-            record = self._record(final=True)
-            self._write_final(record)
+            yield
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+
+    # -- the run ------------------------------------------------------------------------
+    def run(self) -> RunRecord:
+        """Run the plan and write the final outputs; returns the record as written.
+
+        The signal handlers stay until the outputs are written: a signal that costs a check
+        marks the run interrupted (INCOMPLETE, exit 128+N); one that lands after the last check
+        finished is noted in harness.log and changes nothing, so outputs and exit code agree.
+        """
+        handler = _FileLog(self.ctx.run_dir / "harness.log")
+        ledger = Ledger(self.ctx.run_dir, log)
+        try:
+            with self.signals():
+                try:
+                    self._run_checks(ledger)
+                    record = self._record(final=True)
+                except StorageError:
+                    raise
+                except Exception as e:  # a bug outside the checks: the results so far are still written
+                    record = with_error(self._record(final=True), internal_error("running the plan", e))
+                record = finish(record, self.ctx.run_dir, self.ctx.history)
+            if self.signum is not None and not record.interrupted:
+                log.warning("%s arrived after the last check had finished: the verdict stands",
+                            SIGNAL_NAMES.get(self.signum, str(self.signum)))
+            log.info("verdict %s %s", record.verdict, record.counts)
             self.ctx.progress.finish(record)
             return record
         except StorageError as e:
@@ -140,9 +151,27 @@ class Runner:
             raise StorageError(msg) from e
         finally:
             ledger.close()
-            for s, h in old.items():
-                signal.signal(s, h)
             handler.close()
+
+    def _run_checks(self, ledger: Ledger) -> None:
+        for note in self.ctx.notes:
+            log.warning("%s", note)
+        ledger.open()
+        self.ctx.progress.start(self.ctx.suite_info["name"], self.ctx.profile_info["name"],
+                                len(self.plan), str(self.ctx.run_dir))
+        self._persist()
+        for i, pc in enumerate(self.plan, 1):
+            if self.signum is not None:
+                break
+            if pc.id in self.ctx.previous:
+                self._keep(self.ctx.previous[pc.id])
+                continue
+            result = self._run_one(i, pc)
+            self.results[pc.id] = result
+            results.write_check(self.ctx.run_dir, result)
+            self.saved.add(pc.id)
+            self._persist()
+            self.ctx.progress.check_finished(result)
 
     def _keep(self, result: CheckResult) -> None:
         self.results[result.id] = result
@@ -251,23 +280,17 @@ class Runner:
                     why = "not run" if final else "pending"
                 checks.append(CheckResult(pc.id, pc.check.kind.name, Status.NOT_RUN, why))
         now = utcnow()
+        lost = any(c.status is Status.NOT_RUN for c in checks)  # to the signal, or still pending
         return RunRecord(
             run_id=self.ctx.run_dir.name, host=str(self.ctx.inventory.get("host", {}).get("hostname")),
             suite=self.ctx.suite_info, profile=self.ctx.profile_info, started=iso(self.started),
             finished=iso(now) if final else "", duration_s=(now - self.started).total_seconds(),
             inventory=self.ctx.inventory, checks=tuple(checks), harness_version=__version__,
-            argv=self.ctx.argv, interrupted=self.signum is not None, resumed=self.ctx.resumed,
+            argv=self.ctx.argv, interrupted=self.signum is not None and lost, resumed=self.ctx.resumed,
         )
 
     def _persist(self) -> None:
         results.write(self.ctx.run_dir, self._record(final=False), durable=False)
-
-    def _write_final(self, record: RunRecord) -> None:
-        from harness.report import write_reports
-
-        results.write(self.ctx.run_dir, record)
-        write_reports(record, self.ctx.run_dir)
-        log.info("verdict %s %s", record.verdict, record.counts)
 
 
 def _finite(metrics: Sequence[Metric]) -> tuple[list[Metric], list[str]]:
@@ -315,8 +338,9 @@ class _FileLog:
 
 
 def exit_code(record: RunRecord, signum: int | None) -> int:
-    """model.EXIT_CODES for the verdict, or 128+signal when interrupted (130 SIGINT, 143 SIGTERM)."""
-    if signum is not None:
+    """128+signal when the signal interrupted the run (130 SIGINT, 143 SIGTERM), else
+    model.EXIT_CODES for the verdict: the code follows the record, never the signal alone."""
+    if record.interrupted and signum is not None:
         return 128 + signum
     return EXIT_CODES[record.verdict]
 

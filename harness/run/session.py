@@ -5,11 +5,15 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError, ConfigProblem, UsageError
+from harness.model import RunRecord
+
+DEFAULT_KEEP = 20  # quiet runs kept in an output directory (--keep)
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -19,17 +23,39 @@ if TYPE_CHECKING:
     from harness.run.plan import PlannedCheck
 
 
+@dataclass(frozen=True)
+class Finished:
+    """How `harness run` ended: the exit code, and the record and run directory when it ran."""
+
+    code: int
+    record: RunRecord | None = None
+    run_dir: Path | None = None
+
+
 def run(*, suite: str | None, profile: str | None, output: Path, only: Sequence[str] = (),
         skip: Sequence[str] = (), dry_run: bool = False, allow_destructive: bool = False,
         argv: tuple[str, ...] = (), inventory_probe: Callable[[], Mapping[str, Any]] | None = None,
-        resume: Path | None = None) -> int:
+        resume: Path | None = None, history: str | Path | None = None, quiet: bool = False,
+        keep: int = DEFAULT_KEEP) -> int:
     """`harness run` (or `harness run --resume RUN_DIR`): returns the exit code."""
+    return execute(suite=suite, profile=profile, output=output, only=only, skip=skip, dry_run=dry_run,
+                   allow_destructive=allow_destructive, argv=argv, inventory_probe=inventory_probe,
+                   resume=resume, history=history, quiet=quiet, keep=keep).code
+
+
+def execute(*, suite: str | None, profile: str | None, output: Path, only: Sequence[str] = (),
+            skip: Sequence[str] = (), dry_run: bool = False, allow_destructive: bool = False,
+            argv: tuple[str, ...] = (), inventory_probe: Callable[[], Mapping[str, Any]] | None = None,
+            resume: Path | None = None, history: str | Path | None = None, quiet: bool = False,
+            keep: int = DEFAULT_KEEP) -> Finished:
+    """`run`, returning the record as written too. `history` is --history ('off', a path, or None
+    for OUTPUT/history.sqlite); `quiet` prints nothing and keeps the newest `keep` quiet runs."""
     with _start_up():
         launch = _plan_run(suite=suite, profile=profile, output=output, only=only, skip=skip,
                            dry_run=dry_run, allow_destructive=allow_destructive, argv=argv,
                            inventory_probe=inventory_probe, resume=resume)
     try:
-        return launch()
+        return launch(history=history, quiet=quiet, keep=keep)
     finally:
         gc.unfreeze()  # for callers that go on (tests); the CLI exits here
 
@@ -56,7 +82,7 @@ def _start_up() -> Iterator[None]:
 def _plan_run(*, suite: str | None, profile: str | None, output: Path, only: Sequence[str],
               skip: Sequence[str], dry_run: bool, allow_destructive: bool, argv: tuple[str, ...],
               inventory_probe: Callable[[], Mapping[str, Any]] | None,
-              resume: Path | None) -> Callable[[], int]:
+              resume: Path | None) -> Callable[..., Finished]:
     """Load, check and plan the run (or the resumed one); returns what then runs it."""
     from harness import config
     from harness.platform import sysinfo
@@ -84,7 +110,7 @@ def _plan_run(*, suite: str | None, profile: str | None, output: Path, only: Seq
     assert len(planned) == len(checks)
     if dry_run:
         print(plan.render_dry_run(loaded, prof, reason, planned, inventory, allow_destructive))
-        return lambda: 0
+        return lambda **_: Finished(0)
     suite_info = {"name": loaded.suite.name, "path": str(loaded.path),
                   "description": loaded.suite.description, "digest": digest(loaded.suite),
                   "file": str(loaded.path.resolve()), "selected": [pc.id for pc in planned]}
@@ -96,7 +122,7 @@ def _plan_run(*, suite: str | None, profile: str | None, output: Path, only: Seq
 
 
 def _resume(run_dir: Path, allow_destructive: bool,
-            inventory_probe: Callable[[], Mapping[str, Any]] | None) -> Callable[[], int]:
+            inventory_probe: Callable[[], Mapping[str, Any]] | None) -> Callable[..., Finished]:
     """Finish RUN_DIR: same suite, profile and checks; finished checks are kept."""
     from datetime import datetime
 
@@ -123,15 +149,17 @@ def _launch(planned: Sequence[PlannedCheck], loaded: LoadedSuite, prof: LoadedPr
             inventory: Mapping[str, Any], *, output: Path, run_dir: Path | None,
             allow_destructive: bool, argv: tuple[str, ...],
             previous: Mapping[str, CheckResult] | None = None, started: datetime | None = None,
-            resumed: tuple[str, ...] = ()) -> int:
+            resumed: tuple[str, ...] = (), history: str | Path | None = None, quiet: bool = False,
+            keep: int = DEFAULT_KEEP) -> Finished:
     """Take the node's run lock, clean up after a crashed run, run the plan, print the verdict."""
     import os
     import sys
 
-    from harness.history import record as history
+    from harness.history import record as hist
     from harness.platform import ledger
     from harness.platform.runlock import RunLock
-    from harness.run import plan, progress, resume
+    from harness.run import plan, progress, resume, retention
+    from harness.run.finish import errors_of
     from harness.run.runner import RunContext, Runner, exit_code, iso, make_run_dir, utcnow
 
     previous = previous or {}
@@ -143,6 +171,8 @@ def _launch(planned: Sequence[PlannedCheck], loaded: LoadedSuite, prof: LoadedPr
             notes += ledger.reap_stale(Path(crashed.run_dir), busy_ok=True)
         if run_dir is None:
             run_dir = make_run_dir(output, str(inventory.get("host", {}).get("hostname") or "host"))
+            if quiet:
+                retention.mark(run_dir)
         else:
             notes += ledger.reap_stale(run_dir)
             resume.clear_partial(run_dir, [pc.id for pc in planned if pc.id not in previous])
@@ -152,27 +182,41 @@ def _launch(planned: Sequence[PlannedCheck], loaded: LoadedSuite, prof: LoadedPr
         ctx = RunContext(
             run_dir=run_dir, suite_info=suite_info, profile_info=profile_info, inventory=inventory,
             gpu_expectation=plan.gpu_expectation_text(prof.profile),
-            allow_destructive=allow_destructive, argv=argv, progress=progress.choose(),
+            allow_destructive=allow_destructive, argv=argv,
+            progress=progress.choose(),
             previous=previous, started=started, resumed=resumed, notes=tuple(notes),
             hardware=prof.profile.hardware.model_dump(),
             config=tuple((r, prof.profile.name) for r in prof.profile.config),
+            history=hist.RunHistory(hist.store_path(output, history),
+                                    hist.rules_of(loaded.suite, prof.profile)),
         )
         runner = Runner(list(planned), ctx)
-        record = runner.run()
-    record = history.after_run(record, run_dir=run_dir, output=output,
-                               drift_rules=history.rules_of(loaded.suite, prof.profile))
+        with runner.signals():  # to the end: a late signal cannot make the exit code disagree
+            record = runner.run()
+            if quiet:
+                for warning in retention.prune(output, keep, current=run_dir):
+                    print(f"warning: {warning}", file=sys.stderr)
+            for err in errors_of(record):
+                print(f"error: {err.replace('harness.log', str(run_dir / 'harness.log'))}",
+                      file=sys.stderr)
+            if not quiet:
+                print("\n".join(summary(record, run_dir)))
+            return Finished(exit_code(record, runner.signum), record, run_dir)
+
+
+def summary(record: RunRecord, run_dir: Path) -> list[str]:
+    """The verdict, each failed or errored check with its failing rules, and the report's path."""
     c = record.counts
-    print(f"{record.verdict}: {c['passed']} passed, {c['warned']} warned, {c['failed']} failed, "
-          f"{c['errored']} errored, {c['skipped']} skipped, {c['not_run']} not run")
+    lines = [f"{record.verdict}: {c['passed']} passed, {c['warned']} warned, {c['failed']} failed, "
+             f"{c['errored']} errored, {c['skipped']} skipped, {c['not_run']} not run"]
     for chk in record.checks:
         if chk.status.value in ("failed", "errored"):
-            print(f"  {chk.status.value.upper()} {chk.id}: {chk.message}")
+            lines.append(f"  {chk.status.value.upper()} {chk.id}: {chk.message}")
             for ev in chk.evaluations:
                 if ev.outcome.value in ("fail", "error"):
                     labels = ",".join(f"{k}={v}" for k, v in ev.labels.items())
-                    print(f"    {ev.metric}{{{labels}}}: {ev.message}")
-    print(f"report: {run_dir / 'report.html'}")
-    return exit_code(record, runner.signum)
+                    lines.append(f"    {ev.metric}{{{labels}}}: {ev.message}")
+    return [*lines, f"report: {run_dir / 'report.html'}"]
 
 
 def parse_file(kind: str, file: Path) -> dict[str, Any]:

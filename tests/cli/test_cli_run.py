@@ -187,4 +187,5 @@ def test_run_help_states_the_exit_codes_ci_can_use():
     assert r.returncode == 0
     text = " ".join(r.stdout.split())
     assert ("Exit status: 0 accepted, 1 rejected (the hardware measured badly), 2 invalid input, "
-            "3 errored (a tool or the environment failed: no hardware verdict), 130/143 interrupted.") in text
+            "3 errored (a tool, the environment or the harness failed: no hardware verdict), "
+            "130/143 interrupted.") in text
