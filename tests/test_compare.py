@@ -155,7 +155,8 @@ def test_unit_mismatch_and_nan_are_errors():
 def test_status_precedence():
     def ev(o: Outcome):
         return one(exp(min=1), [bw(5.0)])[0].__class__(
-            "m", {}, o, "fail", 1.0, "GB/s", None, None, None, "each", "")
+            metric="m", labels={}, outcome=o, severity="fail", measured=1.0, unit="GB/s", reference=None,
+            low=None, high=None, reduce="each", message="")
     assert status_of([ev(Outcome.PASS), ev(Outcome.ERROR), ev(Outcome.FAIL)]) is Status.FAILED
     assert status_of([ev(Outcome.PASS), ev(Outcome.ERROR)]) is Status.ERRORED
     assert status_of([ev(Outcome.PASS), ev(Outcome.XFAIL)]) is Status.PASSED

@@ -18,8 +18,9 @@ from harness.model import Metric, Outcome
 from harness.parsers import clockreasons, nvsmi, nvsmi_csv
 from harness.platform import nvml
 from harness.run import sampler as telemetry
-from harness.run.sampler import Sampler, Series
+from harness.run.sampler import Sampler
 from harness.series import telemetry as telemetry_metrics
+from harness.series.telemetry import Series
 
 DATA = Path(__file__).parents[1] / "data" / "nvidia-smi"
 
@@ -164,7 +165,7 @@ def test_link_judged_only_while_busy():
             "pcie_width_max": [16] * 3},
         2: {"util": [10, 95, 97], "pcie_gen": [1, 5, 5], "pcie_gen_max": [5] * 3, "pcie_width": [16] * 3,
             "pcie_width_max": [16] * 3}})
-    evs = telemetry_metrics.judge(s)
+    evs = telemetry_metrics.findings(s)
     fail = [e for e in evs if e.outcome is Outcome.FAIL]
     assert [(e.metric, e.labels, e.measured, e.low) for e in fail] == [
         ("gpu.pcie_gen", {"gpu": 0, "which": "current"}, 4.0, 5.0)]
@@ -177,7 +178,7 @@ def test_link_judged_only_while_busy():
 def test_lost_gpu_is_a_failed_measurement():
     s = series([0, 1], {0: {"temp": [50, None]}}, lost={0: (0.5, "GPU is lost: GPU is lost")})
     assert metric(telemetry_metrics.derive(s), "gpu.lost", 0) == 1.0
-    (e,) = telemetry_metrics.judge(s)
+    (e,) = telemetry_metrics.findings(s)
     assert e.outcome is Outcome.FAIL and e.message == "GPU 0 stopped answering NVML 0.5 s into the check: " \
                                                       "GPU is lost: GPU is lost"
 
@@ -192,7 +193,7 @@ def test_series_round_trip_and_numbered_files(tmp_path: Path):
     p1 = telemetry.save(SYNTH, tmp_path)
     p2 = telemetry.save(SYNTH, tmp_path)
     assert (p1.name, p2.name) == ("telemetry.json", "telemetry-2.json")
-    back = telemetry.load(p1)
+    back = telemetry_metrics.load(p1)
     assert back.t == SYNTH.t and back.column(0, "reasons") == SYNTH.column(0, "reasons")
     assert "reasons" not in json.loads(p1.read_text())["gpus"]["1"]  # all-None columns are not stored
 
