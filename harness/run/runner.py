@@ -281,30 +281,34 @@ class Runner:
 
 
 def _internal(check_id: str, e: Exception) -> str:
-    """Log the traceback of an exception inside a check to harness.log; the one line for the screen."""
+    """Log the traceback of an exception inside a check to harness.log; one line for the screen."""
     log.error("internal error in check %s:\n%s", check_id, traceback.format_exc())
-    return f"internal error: {type(e).__name__}: {e} (traceback in harness.log)"
+    what = " ".join(str(e).split())[:300]
+    return f"internal error: {type(e).__name__}: {what} (traceback in harness.log)"
 
 
 def _strict(result: CheckResult) -> CheckResult:
-    """The result with every number strict JSON cannot hold (NaN, inf) in its details replaced by
-    None: metrics and evaluations are finite already (compare), details are whatever a kind put there."""
+    """The result with its details made plain strict JSON: metrics and evaluations are finite already
+    (compare), details are whatever a kind put there (NaN and inf become null, other objects text)."""
     try:
-        json.dumps(result.details, allow_nan=False, default=str)
+        json.dumps(result.details, allow_nan=False)
         return result
-    except ValueError:
-        log.warning("check %s: details held numbers that are not finite; recorded as null", result.id)
-        return replace(result, details=_finite_only(result.details))
+    except (ValueError, TypeError):
+        log.warning("check %s: details held values strict JSON cannot (NaN, inf, objects); NaN and inf "
+                    "recorded as null, objects as text", result.id)
+        return replace(result, details=_plain(result.details))
 
 
-def _finite_only(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if obj is None or isinstance(obj, (str, int, bool)):
+        return obj
     if isinstance(obj, Mapping):
-        return {k: _finite_only(v) for k, v in obj.items()}
+        return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_finite_only(v) for v in obj]
-    return obj
+        return [_plain(v) for v in obj]
+    return str(obj)
 
 
 class _QuietFileHandler(logging.FileHandler):

@@ -77,8 +77,8 @@ def strict(run_dir: Path) -> dict[str, Any]:
     return json.loads((run_dir / "results.json").read_text(), parse_constant=refuse)
 
 
-@pytest.mark.parametrize("exc", [RuntimeError("kaputt"), KeyError("gpu"), ZeroDivisionError("by zero"),
-                                 AssertionError("bug")])
+@pytest.mark.parametrize("exc", [RuntimeError("kaputt\nsecond line"), KeyError("gpu"),
+                                 ZeroDivisionError("by zero"), AssertionError("bug")])
 def test_any_exception_in_a_kind_errors_that_check_and_the_next_check_runs(tmp_path: Path, exc: Exception):
     record, run_dir = run_suite(tmp_path, _raise(exc))
     first, after = record.checks
@@ -121,13 +121,15 @@ def test_metrics_that_are_not_finite_are_dropped_with_a_problem(tmp_path: Path):
     assert strict(run_dir)["checks"][0]["metrics"][0]["value"] == 3.0
 
 
-def test_details_that_are_not_finite_are_written_as_null(tmp_path: Path):
+def test_details_that_strict_json_cannot_hold_are_written_plain(tmp_path: Path):
     out = CheckOutput(metrics=(Metric("t.value", 3.0, "GB/s"),),
-                      details={"peak": math.inf, "rows": [{"x": -math.inf}, 1.5], "n": math.nan})
+                      details={"peak": math.inf, "rows": ({"x": -math.inf}, 1.5), "n": math.nan,
+                               "file": tmp_path / "x.json", 3: True})
     record, run_dir = run_suite(tmp_path, _returns(out))
     assert record.checks[0].status is Status.PASSED  # details are not judged
     saved = strict(run_dir)["checks"][0]["details"]
-    assert saved == {"peak": None, "rows": [{"x": None}, 1.5], "n": None}
+    assert saved == {"peak": None, "rows": [{"x": None}, 1.5], "n": None, "file": str(tmp_path / "x.json"),
+                     "3": True}
     on_disk = json.loads((run_dir / "checks" / "first.json").read_text(), parse_constant=float)
     assert on_disk["details"]["peak"] is None
 
