@@ -51,7 +51,8 @@ done
 step nvml-sampler python - "$OUT/raw/idle-telemetry.json" <<'EOF'
 import json, sys, time
 from dataclasses import asdict
-from harness import telemetry, telemetry_metrics
+from harness.run import sampler as telemetry
+from harness.series import telemetry as telemetry_metrics
 from harness.platform import nvml
 with nvml.NvmlSession() as nv:
     print(json.dumps([asdict(h) for h in nv.health()], indent=1))

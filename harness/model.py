@@ -78,9 +78,10 @@ class Metric:
         return cls(d["name"], float(d["value"]), d["unit"], dict(d.get("labels", {})))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Evaluation:
-    """One expectation judged against the metric(s) it selected."""
+    """One expectation judged against the metric(s) it selected. Built by keyword, and only by the
+    judge (harness.compare); a kind reports a Finding instead."""
 
     metric: str
     labels: Mapping[str, LabelValue]
@@ -120,6 +121,34 @@ class Evaluation:
             reduce=d.get("reduce", "each"), message=d.get("message", ""), xfail=d.get("xfail"),
             source=d.get("source", ""),
         )
+
+
+# What a Finding may conclude: XFAIL/XPASS belong to rules marked as known issues.
+FINDING_OUTCOMES = frozenset({Outcome.PASS, Outcome.WARN, Outcome.FAIL, Outcome.ERROR})
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """A verdict a kind reached itself that no rule can state (a FAULTY GPU, a GPU that stopped
+    answering, a PSU lost under load, a config fact that differs), as data: compare.judge turns
+    it into an Evaluation, with the same checks as every rule's (finite numbers, labels)."""
+
+    metric: str
+    outcome: Outcome  # one of FINDING_OUTCOMES
+    message: str
+    labels: Mapping[str, LabelValue] = field(default_factory=dict)
+    severity: str = "fail"  # "fail" | "warn": how bad a miss is (a WARN finding says "warn")
+    measured: float | None = None
+    unit: str = "count"
+    reference: float | None = None
+    low: float | None = None
+    high: float | None = None
+    reduce: str = "each"
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.outcome not in FINDING_OUTCOMES:
+            raise ValueError(f"a finding cannot be {self.outcome.value}: xfail/xpass come from rules")
 
 
 @dataclass(frozen=True)

@@ -1,30 +1,18 @@
-"""The rules a check kind adds itself from its params (`CheckKind.own_rules`). Pure.
+"""How a check kind's own rules (`CheckKind.own_rules`) read in --dry-run. Pure.
 
-One list serves both ends: run() judges with `judge(own_rules(params), metrics)` and --dry-run
-prints `describe(rule)` for each, so what the plan shows and what the check evaluates cannot
-disagree. Two shapes: a compare.Rule (fixed bounds and a source, e.g. nic_ports'
+One list serves both ends: the runner hands `PlannedCheck.own_rules` to compare.judge and
+--dry-run prints `describe(rule)` for each, so what the plan shows and what the check is judged
+by cannot disagree. Two shapes: a compare.Rule (fixed bounds and a source, e.g. nic_ports'
 `max_error_delta`) and a siblings.SiblingRule (bounds from the median of the siblings, known only
 at run time, so described by its tolerance).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Union
-
 from harness import siblings
-from harness.compare import Rule, band, describe_band, evaluate, sibling_rule
-from harness.model import Evaluation, Metric
+from harness.compare import OwnRule, band, describe_band, sibling_rule
 
-OwnRule = Union[Rule, siblings.SiblingRule]
-
-
-def judge(rules: Iterable[OwnRule], metrics: Sequence[Metric]) -> tuple[Evaluation, ...]:
-    """The evaluations of every rule, in order (a Rule that selects no metric is an error)."""
-    out: list[Evaluation] = []
-    for r in rules:
-        out += siblings.judge(r, metrics) if isinstance(r, siblings.SiblingRule) else evaluate([r], metrics)
-    return tuple(out)
+__all__ = ["OwnRule", "describe"]
 
 
 def describe(rule: OwnRule) -> str:

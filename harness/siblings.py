@@ -5,8 +5,8 @@ Pure. Siblings are metrics with the same name and the same labels except the `va
 `min_siblings`, a metric more than `tolerance` (a fraction) or `offset` (in the metric's
 unit) worse than the group median fails, and its evaluation names it; a group with no outlier
 gives one passing evaluation for its worst member. "Worse" follows the metric's better
-direction (higher or lower). Checks call `judge()` with their own rules; profiles and suites
-state them as `sibling` expectations (compare.sibling_rule).
+direction (higher or lower). compare.judge calls `judge()` for a kind's own rules and for
+profiles' and suites' `sibling` expectations (compare.sibling_rule); checks never do.
 """
 
 from __future__ import annotations
@@ -109,14 +109,18 @@ def judge(rule: SiblingRule, metrics: Sequence[Metric], source: str = SOURCE) ->
                        f"{off} {'below' if higher else 'above'} the median {_fmt(median)} {unit} "
                        f"of its {len(group)} siblings (by {what}); allowed {rule.allowed(unit)}")
                 outcome = Outcome.FAIL if rule.severity == "fail" else Outcome.WARN
-                result.append(Evaluation(m.name, dict(m.labels), outcome, rule.severity, m.value, unit,
-                                         median, low, high, "each", msg, None, source))
+                result.append(Evaluation(metric=m.name, labels=dict(m.labels), outcome=outcome,
+                                         severity=rule.severity, measured=m.value, unit=unit,
+                                         reference=median, low=low, high=high, reduce="each",
+                                         message=msg, source=source))
             continue
         worst = min(group, key=lambda m: m.value) if higher else max(group, key=lambda m: m.value)
         common = {k: v for k, v in group[0].labels.items() if k not in rule.vary}
         msg = (f"{'slowest' if higher else 'worst'} of {len(group)} (by {what}) is "
                f"{_name(worst.labels, rule.vary)} at {_fmt(worst.value)} {unit}, within "
                f"{rule.allowed(unit)} of the median {_fmt(median)} {unit}")
-        result.append(Evaluation(rule.metric, common, Outcome.PASS, rule.severity, worst.value, unit,
-                                 median, low, high, "min" if higher else "max", msg, None, source))
+        result.append(Evaluation(metric=rule.metric, labels=common, outcome=Outcome.PASS,
+                                 severity=rule.severity, measured=worst.value, unit=unit, reference=median,
+                                 low=low, high=high, reduce="min" if higher else "max", message=msg,
+                                 source=source))
     return tuple(result)

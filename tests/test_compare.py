@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
-from harness.compare import Rule, applicable, band, evaluate, status_of
+from harness import siblings
+from harness.compare import Rule, applicable, band, evaluate, judge, status_of
 from harness.config.models import Expectation
-from harness.model import Metric, Outcome, Status
+from harness.model import Evaluation, Finding, Metric, Outcome, Status
 
 
 def exp(**kw) -> Expectation:
@@ -155,7 +157,8 @@ def test_unit_mismatch_and_nan_are_errors():
 def test_status_precedence():
     def ev(o: Outcome):
         return one(exp(min=1), [bw(5.0)])[0].__class__(
-            "m", {}, o, "fail", 1.0, "GB/s", None, None, None, "each", "")
+            metric="m", labels={}, outcome=o, severity="fail", measured=1.0, unit="GB/s", reference=None,
+            low=None, high=None, reduce="each", message="")
     assert status_of([ev(Outcome.PASS), ev(Outcome.ERROR), ev(Outcome.FAIL)]) is Status.FAILED
     assert status_of([ev(Outcome.PASS), ev(Outcome.ERROR)]) is Status.ERRORED
     assert status_of([ev(Outcome.PASS), ev(Outcome.XFAIL)]) is Status.PASSED
@@ -167,3 +170,80 @@ def test_applicable_filters_by_metric_and_check_id():
              Rule(exp(metric="gpu.temp_max", unit="C", max=90), "p")]
     got = applicable(rules, "fio-quick", ["fio.bw", "fio.iops"])
     assert [r.expectation.check for r in got] == [None]
+
+
+# ---------------------------------------------------------------- one judge, nothing non-finite (#20)
+
+def strict_json(evs) -> str:
+    return json.dumps([e.to_dict() for e in evs], allow_nan=False)
+
+
+def test_issue_20_absurd_finite_measurement_is_not_judged_and_stays_writable():
+    """1e308 GB/s against 10 GB/s +-50%: the deviation overflows; an error, never a failure."""
+    j = judge([Rule(exp(reference=10, lower=0.5, upper=0.5), "suite s")], [bw(1e308)])
+    (ev,) = j.evaluations
+    assert ev.outcome is Outcome.ERROR and ev.measured is None and (ev.low, ev.high) == (5.0, 15.0)
+    assert ev.message == ("not judged: measured 1e+308 GB/s is too far from the reference 10 GB/s to judge "
+                          "(the deviation is not a finite number)")
+    assert j.problems == ("fio.bw{}: " + ev.message.removeprefix("not judged: "),)
+    assert j.status is Status.ERRORED
+    strict_json(j.evaluations)
+
+
+@pytest.mark.parametrize("value", [1e308, -1e308, 5e-324, 0.0, 10.0, 1e-300])
+def test_tiny_and_huge_finite_values_are_judged_or_errored_never_unwritable(value):
+    j = judge([Rule(exp(reference=10, lower=0.5, upper=0.5), "s")], [bw(value)])
+    (ev,) = j.evaluations
+    strict_json(j.evaluations)
+    if abs(value) > 1e300:
+        assert ev.outcome is Outcome.ERROR and j.status is Status.ERRORED
+    else:
+        assert ev.outcome is (Outcome.PASS if value == 10.0 else Outcome.FAIL)
+        assert j.problems == ()
+
+
+def test_a_band_that_overflows_is_an_error_not_a_pass():
+    j = judge([Rule(exp(reference=1e308, upper=1.0, lower=0.5), "s")], [bw(1e308)])
+    (ev,) = j.evaluations
+    assert ev.outcome is Outcome.ERROR and ev.high is None and ev.low == 5e307
+    assert "expected band is not a finite number" in ev.message and j.status is Status.ERRORED
+    strict_json(j.evaluations)
+
+
+@pytest.mark.parametrize("how", ["sum", "mean"])
+def test_a_reduction_that_overflows_is_an_error(how):
+    (ev,) = judge([Rule(exp(reduce=how, min=1), "s")], [bw(1e308, dev="a"), bw(1e308, dev="b")]).evaluations
+    assert ev.outcome is Outcome.ERROR and ev.measured is None
+    assert ev.message == f"the {how} of fio.bw over 2 metrics is not a finite number"
+
+
+def test_siblings_whose_median_overflows_are_not_judged():
+    rule = siblings.SiblingRule("fio.bw", ("dev",), 0.1)
+    j = judge([rule], [bw(1.7e308, dev=d) for d in "abc"] + [bw(1.6e308, dev="d")])
+    assert j.evaluations and {e.outcome for e in j.evaluations} == {Outcome.ERROR}
+    assert j.status is Status.ERRORED
+    strict_json(j.evaluations)
+
+
+def test_findings_become_evaluations_after_the_rules_and_non_finite_ones_errors():
+    found = [Finding(metric="gpu.lost", labels={"gpu": 1}, outcome=Outcome.FAIL, measured=1.0, high=0.0,
+                     message="GPU 1 lost", source="telemetry"),
+             Finding(metric="gpu.temp_margin", outcome=Outcome.WARN, severity="warn", measured=math.nan,
+                     unit="C", message="hot", source="power")]
+    j = judge([Rule(exp(min=1), "s")], [bw(5.0)], found)
+    rule, lost, hot = j.evaluations
+    assert (rule.source, rule.outcome) == ("s", Outcome.PASS)
+    assert (lost.metric, lost.labels, lost.outcome, lost.high, lost.xfail) == (
+        "gpu.lost", {"gpu": 1}, Outcome.FAIL, 0.0, None)
+    assert hot.outcome is Outcome.ERROR and hot.measured is None
+    assert j.problems == ("gpu.temp_margin{}: measured value is not a finite number (nan)",)
+
+
+def test_a_finding_cannot_claim_a_known_issue():
+    with pytest.raises(ValueError, match="xfail/xpass come from rules"):
+        Finding(metric="m", outcome=Outcome.XFAIL, message="")
+
+
+def test_evaluation_is_built_by_keyword_only():
+    with pytest.raises(TypeError):
+        Evaluation("m", {}, Outcome.PASS, "fail", 1.0, "GB/s", None, None, None, "each", "")  # type: ignore[misc]

@@ -3,7 +3,8 @@
 Each rule gives one outcome per device it selects (or one for `same`). A fact that could not be
 known (value None) makes the rule *skip* with the fact's reason, except a GPU fact when the
 profile expects GPUs: then it is an error, as a GPU check would be. Outcomes other than skip are
-also Evaluations, so the check's status follows the usual fail > error > warn > pass order.
+also Findings, which compare.judge turns into Evaluations, so the check's status follows the
+usual fail > error > warn > pass order.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from harness.config.factrule import FactRule, describe
 from harness.facts import FACTS, UNLIMITED, Fact, FactValue, display
-from harness.model import Evaluation, Outcome
+from harness.model import Finding, Outcome
 
 CONFIG_SOURCE = "(config)"  # suffix of Evaluation.source for fact rules: "<profile> (config)"
 
@@ -45,16 +46,17 @@ class FactOutcome:
                 "expected": self.expected, "outcome": self.outcome, "severity": self.severity,
                 "message": self.message, "rule_source": self.rule_source, "note": self.note}
 
-    def evaluation(self) -> Evaluation | None:
-        """The outcome as an Evaluation (None for skip): measured only for numeric facts."""
+    def finding(self) -> Finding | None:
+        """The outcome as a Finding (None for skip): measured only for numeric facts."""
         if self.outcome == "skip":
             return None
         spec = FACTS[self.fact]
         v = self.value
         measured = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-        return Evaluation(self.fact, dict(self.labels), Outcome(self.outcome), self.severity, measured,
-                          spec.unit or "", None, self.low, self.high, self.reduce, self.message, None,
-                          f"{self.rule_source} {CONFIG_SOURCE}")
+        return Finding(metric=self.fact, labels=self.labels, outcome=Outcome(self.outcome),
+                       severity=self.severity, measured=measured, unit=spec.unit or "", low=self.low,
+                       high=self.high, reduce=self.reduce, message=self.message,
+                       source=f"{self.rule_source} {CONFIG_SOURCE}")
 
 
 # ---------------------------------------------------------------- values

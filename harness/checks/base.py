@@ -2,9 +2,20 @@
 
 A kind has a pydantic params model, a catalogue of the metrics it can produce (with units
 and which direction is better), `plan()` for --dry-run and `run()` which uses the context to
-run tools and returns metrics plus validity problems. A check never renders; the runner
-compares its metrics with the profile's and suite's expectations afterwards. The rules a kind
-adds from its params (`own_rules`) it judges itself, and --dry-run lists them.
+run tools and returns a CheckOutput. A check never renders and never judges:
+
+- validity: `problems` says why the tool run cannot be trusted (a GPU missing from the output,
+  no final verdict); any problem makes the check ERRORED and nothing is judged;
+- metrics: what was measured, each with a unit and labels;
+- rules: what the metrics must meet beyond the profile's and suite's expectations is declared,
+  not applied: `CheckKind.own_rules(params)` gives compare.Rule / siblings.SiblingRule objects
+  (a `max_error_delta`, a sibling tolerance), and --dry-run lists the same list;
+- findings: a verdict no rule can state (a FAULTY GPU in the tool's own words, a lost GPU, a PSU
+  that dropped out under load, a config fact that differs) is a model.Finding in `findings`.
+
+The runner hands all of it to compare.judge, the one place that builds Evaluations and the
+check's status. No module under harness/checks calls compare.evaluate/judge or builds an
+Evaluation (tests/checks/test_one_judge.py holds them to that).
 """
 
 from __future__ import annotations
@@ -19,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from harness.errors import ToolError, ToolTimeout
-from harness.model import Evaluation, Metric, ToolRun
+from harness.model import Finding, Metric, ToolRun
 from harness.platform import proc
 
 if TYPE_CHECKING:
-    from harness.ownrules import OwnRule
+    from harness.compare import OwnRule
 
 
 class Params(BaseModel):
@@ -57,8 +68,8 @@ class CheckOutput:
     problems: tuple[str, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
     summary: str = ""
-    # Judgements the check makes itself (e.g. the sibling rule), added to the profile's.
-    evaluations: tuple[Evaluation, ...] = ()
+    # Verdicts no rule can state, as data; compare.judge turns them into evaluations.
+    findings: tuple[Finding, ...] = ()
 
 
 @dataclass
@@ -142,7 +153,7 @@ class CheckKind:
     # Expected duration in seconds for the progress display, when the kind can tell.
     estimate_s: Callable[[Any], float] | None = None
     # The rules the kind adds itself from its params (a max_error_delta, a sibling tolerance):
-    # run() judges with exactly these (ownrules.judge) and --dry-run lists them (ownrules.describe).
+    # compare.judge applies exactly these and --dry-run lists them (ownrules.describe).
     own_rules: Callable[[Any], Sequence[OwnRule]] | None = None
     # Params with the profile's settings filled in where the suite left them unset (the profile's
     # hardware block as a dict); applied once when the plan is built, so run and --dry-run agree.

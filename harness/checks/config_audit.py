@@ -83,10 +83,10 @@ def run(params: ConfigAuditParams, ctx: CheckContext) -> CheckOutput:
     rules = [*ctx.config, *((r, "suite") for r in params.rules)]
     outcomes = judge(rules, facts, gpu_expected(ctx.hardware))
     profile = ctx.config[0][1] if ctx.config else "(none)"
-    evaluations = tuple(e for o in outcomes if (e := o.evaluation()) is not None)
+    found = tuple(f for o in outcomes if (f := o.finding()) is not None)
     details = {"audit": {"facts": [f.to_dict() for f in facts],
                          "outcomes": [o.to_dict() for o in outcomes]}}
-    return CheckOutput(metrics=metrics_from(facts), details=details, evaluations=evaluations,
+    return CheckOutput(metrics=metrics_from(facts), details=details, findings=found,
                        summary=summarize(facts, outcomes, profile))
 
 

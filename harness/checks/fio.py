@@ -254,7 +254,7 @@ def plan(params: FioParams, inventory: Mapping[str, Any]) -> Sequence[PlannedCom
 
 
 def own_rules(params: FioParams) -> list[siblings.SiblingRule]:
-    """With `targets`: the sibling rule on fio.bw across devices (judged by checks/fio_multi,
+    """With `targets`: the sibling rule on fio.bw across devices (judged by compare.judge,
     listed by --dry-run)."""
     if params.targets is None or params.sibling_tolerance is None:
         return []

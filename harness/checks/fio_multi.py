@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from harness import ownrules
 from harness.checks import fio, fio_medium
 from harness.checks.base import CheckContext, CheckOutput, PlannedCommand
 from harness.errors import HarnessError, SkipCheck, ToolError
@@ -80,7 +79,8 @@ def plan(params: fio.FioParams, output: str) -> Sequence[PlannedCommand]:
 
 
 def run(params: fio.FioParams, ctx: CheckContext) -> CheckOutput:
-    """Run every job on all devices together; per-device metrics and sibling evaluations."""
+    """Run every job on all devices together; per-device metrics (fio.own_rules
+    adds the sibling rule across devices)."""
     devices, excluded = resolve(params)
     if not devices:
         _nothing_to_run(params, ctx, excluded)
@@ -91,8 +91,7 @@ def run(params: fio.FioParams, ctx: CheckContext) -> CheckOutput:
     result = fio._execute(params, ctx, out, build_argv(params, output=str(out), devices=devices),
                           ", ".join(devices), extra)
     metrics = tuple(relabel(m) for m in result.metrics)
-    evaluations = ownrules.judge(fio.own_rules(params), metrics)
-    checked = CheckOutput(metrics, result.problems, result.details, summary(metrics), evaluations)
+    checked = CheckOutput(metrics, result.problems, result.details, summary(metrics))
     return fio_medium.flag(checked, fio_medium.device_problems(devices))
 
 

@@ -23,7 +23,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator, model_validator
 
-from harness import catalog, ownrules, siblings
+from harness import catalog, siblings
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.errors import ToolError
 from harness.model import Metric
@@ -169,12 +169,11 @@ def run(params: GpuBandwidthParams, ctx: CheckContext) -> CheckOutput:
                                     "builtin copy test", ENV)
         details.update(d)
     problems += coverage(metrics, ctx.inventory)
-    evaluations = ownrules.judge(own_rules(params), metrics)
-    return CheckOutput(tuple(metrics), tuple(problems), details, summary(metrics), evaluations)
+    return CheckOutput(tuple(metrics), tuple(problems), details, summary(metrics))
 
 
 def own_rules(params: GpuBandwidthParams) -> list[siblings.SiblingRule]:
-    """The sibling rule on each bandwidth the engine measures, per GPU or GPU pair (judged by run(),
+    """The sibling rule on each bandwidth the engine measures, per GPU or GPU pair (judged by compare.judge,
     listed by --dry-run)."""
     if params.sibling_tolerance is None:
         return []

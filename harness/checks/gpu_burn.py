@@ -30,13 +30,13 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator
 
-from harness import catalog, ownrules, siblings
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, PlannedCommand
+from harness import catalog, siblings
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, Params, PlannedCommand
 from harness.errors import ToolError, ToolMissing
-from harness.model import Evaluation, Metric, Outcome
+from harness.model import Finding, Metric, Outcome
 from harness.parsers import burnlog, dcgm, gpuburn
 from harness.parsers.base import ParseResult
-from harness.run.sampler import TelemetryParams
+from harness.series.telemetry import TelemetryParams
 from harness.units import COUNT
 
 SOURCE = "gpu_burn"
@@ -48,7 +48,7 @@ TELEMETRY = ("gpu.temp_max", "gpu.mem_temp_max", "gpu.power_mean", "gpu.power_ma
 BURN = ("gpu_burn.ok", "gpu_burn.tflops", "gpu_burn.errors", "gpu_burn.temp_max", "gpu_burn.iterations")
 
 
-class GpuBurnParams(TelemetryParams):
+class GpuBurnParams(TelemetryParams, Params):
     """Which engine burns the GPUs, for how long, and how hard."""
 
     engine: Literal["auto", "gpu-burn", "builtin", "dcgm"] = "gpu-burn"
@@ -168,12 +168,12 @@ def run(params: GpuBurnParams, ctx: CheckContext) -> CheckOutput:
     problems = list(parsed.problems) + _coverage(parsed, ctx, params)
     if params.engine == "dcgm":
         problems += _dcgm_exercised(parsed, params)
-        own = _dcgm_verdicts(parsed)
+        found = _dcgm_verdicts(parsed)
     else:
-        own = _burn_verdicts(parsed, params.engine)
-    own += ownrules.judge(own_rules(params), parsed.metrics)
+        found = _burn_verdicts(parsed, params.engine)
     details = {"engine": params.engine, **{k: v for k, v in parsed.details.items() if v not in ({}, [])}}
-    return CheckOutput(parsed.metrics, tuple(problems), details, _summary(parsed.metrics, params), own)
+    return CheckOutput(parsed.metrics, tuple(problems), details, _summary(parsed.metrics, params),
+                       findings=found)
 
 
 def verdicts(params: GpuBurnParams, hardware: Mapping[str, Any]) -> list[str]:
@@ -192,7 +192,8 @@ def verdicts(params: GpuBurnParams, hardware: Mapping[str, Any]) -> list[str]:
 
 
 def own_rules(params: GpuBurnParams) -> list[siblings.SiblingRule]:
-    """gpu_burn and builtin: the sibling rule on TFLOPS across GPUs (judged by run(), listed by --dry-run)."""
+    """gpu_burn and builtin: the sibling rule on TFLOPS across GPUs (judged by compare.judge, listed
+    by --dry-run)."""
     if params.engine == "dcgm" or params.sibling_tolerance is None:
         return []
     return [siblings.SiblingRule("gpu_burn.tflops", ("gpu",), params.sibling_tolerance, "higher")]
@@ -217,7 +218,7 @@ def _coverage(parsed: ParseResult, ctx: CheckContext, params: GpuBurnParams) -> 
     return []
 
 
-def _burn_verdicts(parsed: ParseResult, engine: str) -> tuple[Evaluation, ...]:
+def _burn_verdicts(parsed: ParseResult, engine: str) -> tuple[Finding, ...]:
     """GPUs with computation errors fail; one pass row when all were OK."""
     if not parsed.valid:
         return ()
@@ -229,15 +230,17 @@ def _burn_verdicts(parsed: ParseResult, engine: str) -> tuple[Evaluation, ...]:
             n = errors.get(m.labels["gpu"])
             why = f"{n:,.0f} computation errors" if n else "computation errors, not in the output kept"
             word = "FAULTY" if engine == "gpu-burn" else "products differ from the first"
-            out.append(Evaluation("gpu_burn.ok", dict(m.labels), Outcome.FAIL, "fail", m.value, COUNT, 1.0,
-                                  1.0, None, "each", f"GPU {m.labels['gpu']}: {word} ({why})", None, SOURCE))
+            out.append(Finding(metric="gpu_burn.ok", labels=m.labels, outcome=Outcome.FAIL,
+                               measured=m.value, unit=COUNT, reference=1.0, low=1.0,
+                               message=f"GPU {m.labels['gpu']}: {word} ({why})", source=SOURCE))
     if oks and not out:
-        out.append(Evaluation("gpu_burn.ok", {}, Outcome.PASS, "fail", 1.0, COUNT, 1.0, 1.0, None, "min",
-                              f"all {len(oks)} GPUs OK, no computation errors", None, SOURCE))
+        out.append(Finding(metric="gpu_burn.ok", outcome=Outcome.PASS, measured=1.0, unit=COUNT,
+                           reference=1.0, low=1.0, reduce="min",
+                           message=f"all {len(oks)} GPUs OK, no computation errors", source=SOURCE))
     return tuple(out)
 
 
-def _dcgm_verdicts(parsed: ParseResult) -> tuple[Evaluation, ...]:
+def _dcgm_verdicts(parsed: ParseResult) -> tuple[Finding, ...]:
     """Each failed or warned DCGM test fails with DCGM's own message."""
     messages = {f.split(":", 1)[0]: f for f in parsed.details.get("failures", [])}
     out = []
@@ -246,11 +249,13 @@ def _dcgm_verdicts(parsed: ParseResult) -> tuple[Evaluation, ...]:
         if m.value >= 1:
             continue
         where = str(m.labels["test"]) + (f" GPU {m.labels['gpu']}" if "gpu" in m.labels else "")
-        out.append(Evaluation("dcgm.result", dict(m.labels), Outcome.FAIL, "fail", m.value, COUNT, 1.0, 1.0,
-                              None, "each", messages.get(where, f"{where}: not passed"), None, "dcgmi diag"))
+        out.append(Finding(metric="dcgm.result", labels=m.labels, outcome=Outcome.FAIL, measured=m.value,
+                           unit=COUNT, reference=1.0, low=1.0,
+                           message=messages.get(where, f"{where}: not passed"), source="dcgmi diag"))
     if results and not out:
-        out.append(Evaluation("dcgm.result", {}, Outcome.PASS, "fail", 1.0, COUNT, 1.0, 1.0, None, "min",
-                              f"all {len(results)} DCGM test results passed", None, "dcgmi diag"))
+        out.append(Finding(metric="dcgm.result", outcome=Outcome.PASS, measured=1.0, unit=COUNT,
+                           reference=1.0, low=1.0, reduce="min",
+                           message=f"all {len(results)} DCGM test results passed", source="dcgmi diag"))
     return tuple(out)
 
 

@@ -22,7 +22,7 @@ from harness import catalog
 from harness.checks import gpu_identity
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.errors import ToolError
-from harness.model import Evaluation, Metric, Outcome
+from harness.model import Finding, Metric, Outcome
 from harness.parsers import xid as xid_parser
 from harness.platform import nvml
 from harness.units import COUNT
@@ -51,7 +51,7 @@ class GpuHealthParams(Params):
 
 
 @dataclass(frozen=True)
-class _Finding:
+class _Issue:
     gpu: int
     measured: float
     message: str
@@ -75,7 +75,7 @@ def profile_defaults(params: GpuHealthParams, hardware: Mapping[str, Any]) -> Gp
 
 
 def verdicts(params: GpuHealthParams, hardware: Mapping[str, Any]) -> list[str]:
-    """The built-in verdicts as --dry-run lines (findings() and gpu_identity judge them)."""
+    """The built-in verdicts as --dry-run lines (findings() and gpu_identity.findings() state them)."""
     modes = [w for on, w in ((params.require_persistence, "persistence mode"), (params.require_ecc, "ECC"))
              if on]
     out = [*gpu_identity.describe(hardware.get("gpu") or {})]
@@ -122,17 +122,17 @@ def health_metrics(h: nvml.GpuHealth) -> list[Metric]:
     return [Metric(name, float(v), COUNT, {**lab, **extra}) for name, v, extra in rows if v is not None]
 
 
-def findings(h: nvml.GpuHealth, params: GpuHealthParams) -> dict[str, list[_Finding]]:
+def findings(h: nvml.GpuHealth, params: GpuHealthParams) -> dict[str, list[_Issue]]:
     """Per metric, what is wrong with one GPU (pure). Empty lists mean checked and fine."""
     g = h.gpu
-    out: dict[str, list[_Finding]] = {}
+    out: dict[str, list[_Issue]] = {}
 
     def check(metric: str, known: bool, bad: bool, measured: float, msg: str,
               outcome: Outcome = Outcome.FAIL) -> None:
         if known:
             out.setdefault(metric, [])
             if bad:
-                out[metric].append(_Finding(g, measured, f"GPU {g}: {msg}", outcome))
+                out[metric].append(_Issue(g, measured, f"GPU {g}: {msg}", outcome))
 
     if params.require_persistence:
         check("gpu.persistence_mode", h.persistence is not None, h.persistence is False, 0,
@@ -186,7 +186,7 @@ def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
     with nvml.NvmlSession() as nv:
         health = nv.health()
     metrics: list[Metric] = []
-    found: dict[str, list[_Finding]] = {}
+    found: dict[str, list[_Issue]] = {}
     lost = [h for h in health if h.error]
     for h in health:
         if h.error:
@@ -209,16 +209,17 @@ def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
             metrics += xm
             metrics += [Metric("gpu.xid_critical", float(n), COUNT, {"gpu": g}) for g, n in crit.items()]
             found["gpu.xid_critical"] = [
-                _Finding(g, float(n), f"GPU {g}: {n} critical XID event(s) in the kernel log "
+                _Issue(g, float(n), f"GPU {g}: {n} critical XID event(s) in the kernel log "
                          f"(codes {', '.join(map(str, params.xid_critical))})") for g, n in crit.items() if n]
             details["xid_events"] = parsed.details.get("events", [])[:20]
-    own = [Evaluation("gpu.lost", {"gpu": h.gpu}, Outcome.FAIL, "fail", 1.0, COUNT, None, None, 0.0, "each",
-                      f"GPU {h.gpu} does not answer NVML: {h.error}", None, SOURCE) for h in lost]
+    own = [Finding(metric="gpu.lost", labels={"gpu": h.gpu}, outcome=Outcome.FAIL, measured=1.0, unit=COUNT,
+                   high=0.0, message=f"GPU {h.gpu} does not answer NVML: {h.error}", source=SOURCE)
+           for h in lost]
     own += _verdicts(found, len(health) - len(lost))
     inventory_gpus = ctx.inventory.get("gpus", [])
     metrics += gpu_identity.memory_metrics(inventory_gpus)
-    own += gpu_identity.judge(inventory_gpus, ctx.hardware.get("gpu") or {},
-                              ctx.inventory.get("pci_gpus") or ())
+    own += gpu_identity.findings(inventory_gpus, ctx.hardware.get("gpu") or {},
+                                 ctx.inventory.get("pci_gpus") or ())
     idle_gen = [f"GPU {h.gpu} Gen{h.pcie_gen} of Gen{h.pcie_gen_max}" for h in health
                 if h.pcie_gen is not None and h.pcie_gen_max is not None and h.pcie_gen < h.pcie_gen_max]
     if idle_gen:
@@ -227,21 +228,21 @@ def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
     warn = sum(1 for e in own if e.outcome is Outcome.WARN)
     parts = [f"{n} {what}" for n, what in ((bad, "failed"), (warn, "warning(s)")) if n]
     summary = f"{len(health)} GPUs: " + (", ".join(parts) or "healthy")
-    return CheckOutput(tuple(metrics), tuple(problems), details, summary, tuple(own))
+    return CheckOutput(tuple(metrics), tuple(problems), details, summary, findings=tuple(own))
 
 
-def _verdicts(found: Mapping[str, list[_Finding]], checked: int) -> list[Evaluation]:
-    """One evaluation per finding, and one passing row per rule that found nothing."""
-    out: list[Evaluation] = []
+def _verdicts(found: Mapping[str, list[_Issue]], checked: int) -> list[Finding]:
+    """One finding per issue, and one passing row per rule that found nothing."""
+    out: list[Finding] = []
     for metric, items in found.items():
         for f in items:
-            high = 0.0 if f.outcome is Outcome.FAIL else None
-            out.append(Evaluation(metric, {"gpu": f.gpu}, f.outcome, "fail" if f.outcome is Outcome.FAIL
-                                  else "warn", f.measured, COUNT, None, None, high, "each", f.message, None,
-                                  SOURCE))
+            fails = f.outcome is Outcome.FAIL
+            out.append(Finding(metric=metric, labels={"gpu": f.gpu}, outcome=f.outcome,
+                               severity="fail" if fails else "warn", measured=f.measured, unit=COUNT,
+                               high=0.0 if fails else None, message=f.message, source=SOURCE))
         if not items:
-            out.append(Evaluation(metric, {}, Outcome.PASS, "fail", None, COUNT, None, None, None, "max",
-                                  f"all {checked} GPUs fine", None, SOURCE))
+            out.append(Finding(metric=metric, outcome=Outcome.PASS, unit=COUNT, reduce="max",
+                               message=f"all {checked} GPUs fine", source=SOURCE))
     return out
 
 

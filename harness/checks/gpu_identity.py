@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.model import Evaluation, Metric, Outcome
+from harness.model import Finding, Metric, Outcome
 from harness.platform import pci
 from harness.units import BYTES, COUNT
 
@@ -30,7 +30,7 @@ def memory_metrics(gpus: Sequence[Mapping[str, Any]]) -> list[Metric]:
 
 
 def describe(expected: Mapping[str, Any]) -> list[str]:
-    """What judge() will hold the GPUs to, as --dry-run lines."""
+    """What findings() will hold the GPUs to, as --dry-run lines."""
     out = []
     if expected.get("count"):
         out.append(f"NVML must see {expected['count']} GPUs [profile hardware.gpu.count]")
@@ -42,11 +42,11 @@ def describe(expected: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def judge(gpus: Sequence[Mapping[str, Any]], expected: Mapping[str, Any],
-          on_bus: Sequence[Mapping[str, Any]] = ()) -> list[Evaluation]:
-    """Evaluations of count, model and memory; one passing row per rule that found nothing wrong.
+def findings(gpus: Sequence[Mapping[str, Any]], expected: Mapping[str, Any],
+             on_bus: Sequence[Mapping[str, Any]] = ()) -> list[Finding]:
+    """Findings on count, model and memory; one passing row per rule that found nothing wrong.
     `on_bus`: the inventory's NVIDIA GPUs on the PCI bus, to name those NVML does not list."""
-    out: list[Evaluation] = []
+    out: list[Finding] = []
     count = expected.get("count") or 0
     models = [str(m) for m in expected.get("models") or []]
     min_mem = expected.get("memory_min_bytes")
@@ -56,30 +56,31 @@ def judge(gpus: Sequence[Mapping[str, Any]], expected: Mapping[str, Any],
         ok = n == count
         msg = (f"NVML sees {n} GPUs, as the profile expects" if ok
                else f"the profile expects {count} GPUs ({shown}), found {n}{pci.missing_text(gpus, on_bus)}")
-        out.append(Evaluation("gpu.count", {}, Outcome.PASS if ok else Outcome.FAIL, "fail", float(n), COUNT,
-                              float(count), float(count), float(count), "each", msg, None, SOURCE))
+        out.append(Finding(metric="gpu.count", outcome=Outcome.PASS if ok else Outcome.FAIL,
+                           measured=float(n), unit=COUNT, reference=float(count), low=float(count),
+                           high=float(count), message=msg, source=SOURCE))
     if models:
         wanted = {m.lower() for m in models}
         names = [str(g.get("name") or "") for g in gpus]
         odd = [(i, name) for i, name in enumerate(names) if name.lower() not in wanted]
         for i, name in odd:
-            out.append(Evaluation("gpu.model", {"gpu": i}, Outcome.FAIL, "fail", None, COUNT, None, None,
-                                  None, "each", f"GPU {i} is {name or 'unnamed'}; the profile expects "
-                                  f"{' or '.join(models)}", None, SOURCE))
+            out.append(Finding(metric="gpu.model", labels={"gpu": i}, outcome=Outcome.FAIL, unit=COUNT,
+                               message=f"GPU {i} is {name or 'unnamed'}; the profile expects "
+                               f"{' or '.join(models)}", source=SOURCE))
         if gpus and not odd:
             msg = f"all {len(gpus)} GPUs are {' or '.join(sorted(set(names)))}"
-            out.append(Evaluation("gpu.model", {}, Outcome.PASS, "fail", None, COUNT, None, None, None,
-                                  "each", msg, None, SOURCE))
+            out.append(Finding(metric="gpu.model", outcome=Outcome.PASS, unit=COUNT, message=msg,
+                               source=SOURCE))
     if min_mem:
         mem = memory_metrics(gpus)
         small = [m for m in mem if m.value < min_mem]
         for m in small:
-            out.append(Evaluation("gpu.memory", dict(m.labels), Outcome.FAIL, "fail", m.value, BYTES, None,
-                                  float(min_mem), None, "each", f"GPU {m.labels['gpu']} has {_gb(m.value)}; "
-                                  f"the profile expects at least {_gb(min_mem)}", None, SOURCE))
+            out.append(Finding(metric="gpu.memory", labels=m.labels, outcome=Outcome.FAIL, measured=m.value,
+                               unit=BYTES, low=float(min_mem), message=f"GPU {m.labels['gpu']} has "
+                               f"{_gb(m.value)}; the profile expects at least {_gb(min_mem)}", source=SOURCE))
         if mem and not small:
             least = min(mem, key=lambda m: m.value)
-            out.append(Evaluation("gpu.memory", {}, Outcome.PASS, "fail", least.value, BYTES, None,
-                                  float(min_mem), None, "min", f"every GPU has at least {_gb(least.value)}; "
-                                  f"profile: {_gb(min_mem)}", None, SOURCE))
+            out.append(Finding(metric="gpu.memory", outcome=Outcome.PASS, measured=least.value, unit=BYTES,
+                               low=float(min_mem), reduce="min", message=f"every GPU has at least "
+                               f"{_gb(least.value)}; profile: {_gb(min_mem)}", source=SOURCE))
     return out

@@ -21,7 +21,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, field_validator
 
-from harness import catalog, ownrules
+from harness import catalog
 from harness.checks import counterwindow as cw
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, PlannedCommand
 from harness.compare import Rule
@@ -131,9 +131,8 @@ def run(params: IbPortsParams, ctx: CheckContext) -> CheckOutput:
         "devices": {d: infiniband.device_facts(d, root) for d in devices}}
     if params.ibstat:
         details.update(_ibstat(ctx, metrics))
-    evaluations = ownrules.judge(own_rules(params), metrics)
     text = summary(metrics, window, saturated, details["gone"])
-    return CheckOutput(tuple(metrics), tuple(problems), details, text, evaluations=evaluations)
+    return CheckOutput(tuple(metrics), tuple(problems), details, text)
 
 
 def _port(p: infiniband.SysfsPort, before: Optional[Mapping[str, int]],
@@ -168,7 +167,7 @@ def _counter_metrics(name: str, counters: Mapping[str, int],
 
 
 def own_rules(params: IbPortsParams) -> list[Rule]:
-    """The rules of the check's own params: judged by run(), listed by --dry-run."""
+    """The rules of the check's own params: judged by compare.judge, listed by --dry-run."""
     if params.expect_rate_gbit is None:
         return []
     src = f"check param expect_rate_gbit {params.expect_rate_gbit:g}"

@@ -12,7 +12,7 @@ from typing import Any
 
 from harness import catalog
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
-from harness.model import Evaluation, Metric, Outcome
+from harness.model import Finding, Metric, Outcome
 from harness.units import BYTES, COUNT
 
 
@@ -74,16 +74,15 @@ def metrics_from(inv: Mapping[str, Any]) -> tuple[Metric, ...]:
     return tuple(out)
 
 
-def unknown_evaluations(inv: Mapping[str, Any], hardware: Mapping[str, Any]) -> tuple[Evaluation, ...]:
+def unknown_findings(inv: Mapping[str, Any], hardware: Mapping[str, Any]) -> tuple[Finding, ...]:
     """An error naming the reason for each count the profile's hardware block expects but the
     inventory could not read (compare adds its own "no metric" error; this one says why)."""
     unknown = unknown_counts(inv)
     gpus = (hardware.get("gpu") or {}).get("count")
     nvme = hardware.get("nvme_count")
     wanted = {"gpu.count": (gpus, gpus), "host.nvme_count": (nvme, None)}
-    return tuple(Evaluation(metric, {}, Outcome.ERROR, "fail", None, COUNT, None, float(low),
-                            None if high is None else float(high), "each", unknown[metric], None,
-                            "inventory")
+    return tuple(Finding(metric=metric, outcome=Outcome.ERROR, message=unknown[metric], unit=COUNT,
+                         low=float(low), high=None if high is None else float(high), source="inventory")
                  for metric, (low, high) in wanted.items() if low and metric in unknown)
 
 
@@ -106,7 +105,7 @@ def run(params: InventoryParams, ctx: CheckContext) -> CheckOutput:
     if unknown:
         details["unknown"] = unknown
     return CheckOutput(metrics=metrics_from(inv), details=details, summary=summary,
-                       evaluations=unknown_evaluations(inv, ctx.hardware))
+                       findings=unknown_findings(inv, ctx.hardware))
 
 
 def plan(params: InventoryParams, inventory: Mapping[str, Any]) -> Sequence[PlannedCommand]:

@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 from pydantic import Field, field_validator
 
-from harness import catalog, ownrules
+from harness import catalog
 from harness.checks import counterwindow as cw
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, PlannedCommand
 from harness.compare import Rule
@@ -96,7 +96,7 @@ def plan(params: NicPortsParams, inventory: Mapping[str, Any]) -> Sequence[Plann
 
 
 def own_rules(params: NicPortsParams) -> list[Rule]:
-    """The rules of the check's own params: judged by run(), listed by --dry-run."""
+    """The rules of the check's own params: judged by compare.judge, listed by --dry-run."""
     rules = []
     if params.max_error_delta is not None:
         rules.append(Rule(Expectation(metric="net.error_delta", max=params.max_error_delta, unit=COUNT,
@@ -159,9 +159,7 @@ def run(params: NicPortsParams, ctx: CheckContext) -> CheckOutput:
     found = {n: [k for k in now if ethtool.is_error_counter(k)] for n, now in after.items()}
     details = {"interfaces": names, "window": window, "error_counters": found,
                "links": {ln.iface: ln.to_dict() for ln in links}}
-    evaluations = ownrules.judge(own_rules(params), metrics)
-    return CheckOutput(tuple(metrics), tuple(problems), details, summary(metrics, names, window, links),
-                       evaluations=evaluations)
+    return CheckOutput(tuple(metrics), tuple(problems), details, summary(metrics, names, window, links))
 
 
 def _labels(link: netdev.NetLink) -> dict[str, LabelValue]:

@@ -33,16 +33,16 @@ from pydantic import Field
 
 from harness import catalog
 from harness.bmc_model import BmcReading, BmcSource
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, PlannedCommand
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.checks.loadgroup import InterruptWatch, LoadGroup
 from harness.config.bmc import BmcConfig
 from harness.errors import ConfigError, HarnessError, SkipCheck, ToolError
 from harness.model import Metric
 from harness.parsers import burnlog
 from harness.platform import nvml, proc
-from harness.run.sampler import TelemetryParams
 from harness.series import power as power_series
 from harness.series import psu as power
+from harness.series.telemetry import TelemetryParams
 
 SLACK_S = 60.0  # start-up of the load tools and their shutdown, on top of `duration`
 BURN_NAME, STRESS_NAME = "burn", "stress-ng"
@@ -54,7 +54,7 @@ OWN = ("power.node_peak", "power.node_p99", "power.gpu_peak", "power.gpu_share_p
        "gpu_burn.tflops")
 
 
-class PowerHeadroomParams(TelemetryParams):
+class PowerHeadroomParams(TelemetryParams, Params):
     """How long and how hard to load the node, how often to sample, where node power comes from."""
 
     duration: int = Field(300, ge=1, le=24 * 3600, description="seconds of full-system load")
@@ -380,7 +380,7 @@ def _judge(params: PowerHeadroomParams, ctx: CheckContext, group: LoadGroup, sam
     }
     if notes:
         details["notes"] = notes
-    return CheckOutput(tuple(metrics), tuple(problems), details, _summary(metrics, series), own)
+    return CheckOutput(tuple(metrics), tuple(problems), details, _summary(metrics, series), findings=own)
 
 
 def _summary(metrics: Sequence[Metric], series: power_series.PowerSeries) -> str:

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from harness import catalog, ownrules, siblings
+from harness import catalog, siblings
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.errors import ToolError, ToolTimeout
 from harness.model import Metric, ToolRun
@@ -202,16 +202,15 @@ def run(params: RdmaParams, ctx: CheckContext) -> CheckOutput:
         problems += p
     counters, saturated = _counter_deltas(before, infiniband.port_counters(watched))
     metrics += counters
-    evaluations = ownrules.judge(own_rules(params), metrics)
     details = {"devices": devices, "mode": f"peer {params.peer}" if params.peer else "loopback",
                "saturated_counters": saturated,
                "env": {k: v for k, v in os.environ.items() if k.startswith(("MLX5_", "RDMAV_"))}}
-    return CheckOutput(tuple(metrics), tuple(problems), details, _summary(metrics),
-                       evaluations=evaluations)
+    return CheckOutput(tuple(metrics), tuple(problems), details, _summary(metrics))
 
 
 def own_rules(params: RdmaParams) -> list[siblings.SiblingRule]:
-    """Bandwidth tests: the sibling rule on rdma.bw_avg across HCAs (judged by run(), listed by --dry-run)."""
+    """Bandwidth tests: the sibling rule on rdma.bw_avg across HCAs (judged by compare.judge, listed
+    by --dry-run)."""
     if params.sibling_tolerance is None or not params.is_bw:
         return []
     return [siblings.SiblingRule("rdma.bw_avg", ("device",), params.sibling_tolerance)]

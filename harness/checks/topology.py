@@ -27,7 +27,7 @@ from harness import catalog
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.config.models import GpuNicShape, GpuPairShape, TopologyHardware
 from harness.errors import HarnessError, SkipCheck, ToolError
-from harness.model import Evaluation, LabelValue, Metric, Outcome
+from harness.model import Finding, LabelValue, Metric, Outcome
 from harness.parsers import topo
 from harness.parsers.base import ParseResult
 from harness.units import COUNT
@@ -108,9 +108,9 @@ def run(params: TopologyParams, ctx: CheckContext) -> CheckOutput:
         raise ToolError(f"{origin}: {'; '.join(parsed.problems) or 'no matrix'}")
     shape, sources = expected_shape(params, ctx.hardware)
     metrics = (*parsed.metrics, *numa_metrics(parsed))
-    evaluations = judge(shape, sources, parsed, metrics)
+    found = findings(shape, sources, parsed, metrics)
     details = {"source": origin, "expected": shape.model_dump(exclude_none=True), **parsed.details}
-    return CheckOutput(metrics, parsed.problems, details, summary(parsed, shape), evaluations)
+    return CheckOutput(metrics, parsed.problems, details, summary(parsed, shape), findings=found)
 
 
 def numa_metrics(parsed: ParseResult) -> list[Metric]:
@@ -134,16 +134,17 @@ def _gpus(parsed: ParseResult) -> list[str]:
 
 def _eval(metric: str, labels: Mapping[str, LabelValue], ok: bool, measured: Optional[float], source: str,
           message: str, *, low: Optional[float] = None, high: Optional[float] = None,
-          reduce: str = "each") -> Evaluation:
+          reduce: str = "each") -> Finding:
     ref = low if low is not None else high
-    return Evaluation(metric, dict(labels), Outcome.PASS if ok else Outcome.FAIL, "fail", measured, COUNT,
-                      ref, low, high, reduce, message, None, source)
+    return Finding(metric=metric, labels=labels, outcome=Outcome.PASS if ok else Outcome.FAIL,
+                   measured=measured, unit=COUNT, reference=ref, low=low, high=high, reduce=reduce,
+                   message=message, source=source)
 
 
-def judge(shape: TopologyHardware, sources: Mapping[str, str], parsed: ParseResult,
-          metrics: Sequence[Metric]) -> tuple[Evaluation, ...]:
-    """One failing evaluation per GPU pair, GPU or NUMA node that differs; one pass per rule that held."""
-    out: list[Evaluation] = []
+def findings(shape: TopologyHardware, sources: Mapping[str, str], parsed: ParseResult,
+             metrics: Sequence[Metric]) -> tuple[Finding, ...]:
+    """One failing finding per GPU pair, GPU or NUMA node that differs; one pass per rule that held."""
+    out: list[Finding] = []
     if shape.gpu_pairs is not None:
         out += _judge_pairs(shape.gpu_pairs, sources["gpu_pairs"], parsed, metrics)
     if shape.gpu_nic is not None:
@@ -158,7 +159,7 @@ def _allowed(path: str, allowed: Sequence[str]) -> bool:
 
 
 def _judge_pairs(want: GpuPairShape, source: str, parsed: ParseResult,
-                 metrics: Sequence[Metric]) -> list[Evaluation]:
+                 metrics: Sequence[Metric]) -> list[Finding]:
     links = {(m.labels["src"], m.labels["dst"]): m.value for m in metrics if m.name == "topo.nvlinks"}
     paths = {(m.labels["src"], m.labels["dst"]): str(m.labels["path"]) for m in metrics
              if m.name == "topo.path" and (m.labels["src"], m.labels["dst"]) in links}
@@ -167,7 +168,7 @@ def _judge_pairs(want: GpuPairShape, source: str, parsed: ParseResult,
     if not pairs:
         return [_eval("topo.nvlinks", {}, False, None, source, f"the matrix shows {len(gpus)} GPU(s): "
                       "no GPU pair to judge", low=want.nvlinks)]
-    out: list[Evaluation] = []
+    out: list[Finding] = []
     lowest = min(min(links.get((a, b), 0.0), links.get((b, a), 0.0)) for a, b in pairs)
     for a, b in pairs:
         # an asymmetric matrix is judged by its worse direction
@@ -189,14 +190,14 @@ def _judge_pairs(want: GpuPairShape, source: str, parsed: ParseResult,
 
 
 def _judge_nics(want: GpuNicShape, source: str, parsed: ParseResult,
-                metrics: Sequence[Metric]) -> list[Evaluation]:
+                metrics: Sequence[Metric]) -> list[Finding]:
     limit = topo.RANK[want.max_path]
     names = parsed.details.get("nic_names", {})
     ok_paths = " or ".join(_PATHS[:limit])
     nearest = {str(m.labels["gpu"]): (m.value, str(m.labels["nic"])) for m in metrics
                if m.name == "topo.nic_rank"}
     gpus = _gpus(parsed)
-    out: list[Evaluation] = []
+    out: list[Finding] = []
     for g in gpus:
         if g not in nearest:
             out.append(_eval("topo.nic_rank", {"gpu": g}, False, None, source,
@@ -216,10 +217,10 @@ def _judge_nics(want: GpuNicShape, source: str, parsed: ParseResult,
 
 
 def _judge_numa(want: Mapping[str, int], source: str, parsed: ParseResult,
-                metrics: Sequence[Metric]) -> list[Evaluation]:
+                metrics: Sequence[Metric]) -> list[Finding]:
     have = {str(m.labels["gpu"]): m.value for m in metrics if m.name == "topo.numa_node"}
     affinity = parsed.details.get("affinity", {})
-    out: list[Evaluation] = []
+    out: list[Finding] = []
     for gpu, node in sorted(want.items(), key=lambda kv: _index(kv[0])):
         got = have.get(gpu)
         if got == node:

@@ -183,8 +183,9 @@ def _judge(sr: SourcedRule, key: SeriesKey, value: float, unit: str, ref: RunPoi
         labels["part"] = key.part
     if key.check:
         labels["check"] = key.check
-    return Evaluation(key.metric, labels, outcome, rule.severity, value, unit, r, low, high, "each",
-                      msg + (f" — {rule.note}" if rule.note else ""), None, f"drift: {sr.source}")
+    return Evaluation(metric=key.metric, labels=labels, outcome=outcome, severity=rule.severity,
+                      measured=value, unit=unit, reference=r, low=low, high=high, reduce="each",
+                      message=msg + (f" — {rule.note}" if rule.note else ""), source=f"drift: {sr.source}")
 
 
 def _lower(a: float | None, b: float) -> float:

@@ -18,8 +18,7 @@ from harness.model import CheckResult
 from harness.parsers import clockreasons
 from harness.report.charts import COLOURS
 from harness.report.svg import thin
-from harness.run.sampler import Series, load
-from harness.series.telemetry import intervals
+from harness.series.telemetry import Series, intervals, load
 
 if TYPE_CHECKING:
     from markupsafe import Markup

@@ -8,10 +8,11 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from harness import ownrules
-from harness.compare import Rule, applicable
+from harness.compare import OwnRule, Rule, applicable
 from harness.config.models import Expectation, Profile
 from harness.errors import UsageError
 from harness.platform import pci
+from harness.series import telemetry
 
 if TYPE_CHECKING:
     from harness.config.loader import LoadedProfile, LoadedSuite, ResolvedCheck
@@ -22,11 +23,18 @@ class PlannedCheck:
     """One check as it will run: the resolved suite entry and the rules that judge it."""
 
     check: ResolvedCheck
-    rules: tuple[Rule, ...]
+    rules: tuple[Rule, ...]  # the profile's and the suite's
 
     @property
     def id(self) -> str:
         return self.check.spec.id
+
+    @property
+    def own_rules(self) -> tuple[OwnRule, ...]:
+        """The kind's own rules from its params, then the telemetry's: what compare.judge applies
+        after `rules`, and what --dry-run lists after them."""
+        c = self.check
+        return (*c.kind.rules_of(c.params), *telemetry.own_rules(c.params))
 
 
 def select_checks(suite: LoadedSuite, only: Sequence[str], skip: Sequence[str]) -> list[ResolvedCheck]:
@@ -145,8 +153,6 @@ def render_dry_run(suite: LoadedSuite, profile: LoadedProfile, profile_reason: s
                    allow_destructive: bool) -> str:
     """The plan as text: every check, its exact command lines, and every rule that can fail it:
     the profile's and the suite's expectations, then the kind's own rules from its params."""
-    from harness.run import sampler as telemetry
-
     hardware = profile.profile.hardware.model_dump()
     lines = [f"suite   {suite.suite.name}  ({suite.path})",
              f"profile {profile.profile.name}  ({profile.path}; {profile_reason})",
@@ -169,7 +175,7 @@ def render_dry_run(suite: LoadedSuite, profile: LoadedProfile, profile_reason: s
             lines.append(f"   (cannot show commands: {e})")
         for cmd in commands:
             lines.append(f"   $ {shlex.join(cmd.argv)}" + (f"   # {cmd.note}" if cmd.note else ""))
-        own = [*c.kind.rules_of(c.params), *telemetry.own_rules(c.params)]
+        own = pc.own_rules
         built_in = [*(c.kind.verdicts(c.params, hardware) if c.kind.verdicts else ()),
                     *telemetry.verdicts(c.params)]
         if c.kind.name == "config_audit":

@@ -4,18 +4,25 @@ SIGINT/SIGTERM kill the running tool's process group, mark the rest "not run", a
 still writes results.json, report.html and junit.xml. Live tool groups are recorded in
 RUN_DIR/.running (platform/ledger) so a SIGKILLed run can be cleaned up and resumed. When a
 result cannot be written (disk full) the run stops: unsaved results would be lost anyway.
+
+Each check's metrics, findings and validity go to compare.judge once, with the profile's, the
+suite's and the kind's own rules; nothing else decides a status. Any exception inside a check
+(a bug, not only a HarnessError) makes that check ERRORED, its traceback goes to harness.log,
+and the run goes on; KeyboardInterrupt and SystemExit are not caught. Whatever a check returns,
+its result is made strict JSON (no NaN or inf) before it is written.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import math
 import os
 import signal
 import time
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -25,10 +32,10 @@ from typing import Any
 
 from harness import __version__, results
 from harness.checks.base import CheckContext
-from harness.compare import evaluate, status_of
+from harness.compare import finite_metrics, judge
 from harness.errors import GuardRefusal, HarnessError, SkipCheck, StorageError, ToolError
 from harness.fsutil import why_not
-from harness.model import EXIT_CODES, CheckResult, Evaluation, Metric, RunRecord, Status
+from harness.model import EXIT_CODES, CheckResult, Evaluation, Finding, Metric, RunRecord, Status
 from harness.platform import proc
 from harness.platform.ledger import Ledger
 from harness.run import sampler as telemetry
@@ -166,7 +173,7 @@ class Runner:
             if pc.id in self.ctx.previous:
                 self._keep(self.ctx.previous[pc.id])
                 continue
-            result = self._run_one(i, pc)
+            result = _strict(self._run_one(i, pc))
             self.results[pc.id] = result
             results.write_check(self.ctx.run_dir, result)
             self.saved.add(pc.id)
@@ -196,15 +203,15 @@ class Runner:
         problems: list[str] = []
         details: dict[str, Any] = {}
         summary = ""
-        own: list[Evaluation] = []  # the check's own judgements (e.g. the sibling rule)
+        findings: list[Finding] = []  # the kind's verdicts that no rule states
         try:
             self._check_needs(pc)
             for rep in range(1, c.repeat + 1):
                 out = telemetry.observe(c.kind, c.params, cctx)  # GPU telemetry alongside
                 extra = {"repeat": rep} if c.repeat > 1 else {}
-                good, odd = _finite(out.metrics)
+                good, odd = finite_metrics(out.metrics)
                 metrics += [Metric(m.name, m.value, m.unit, {**m.labels, **extra}) for m in good]
-                own += [replace(e, labels={**e.labels, **extra}) for e in out.evaluations]
+                findings += [replace(f, labels={**f.labels, **extra}) for f in out.findings]
                 problems += [f"repeat {rep}: {p}" if extra else p for p in (*out.problems, *odd)]
                 details.update(out.details)
                 summary = out.summary
@@ -227,18 +234,22 @@ class Runner:
             if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
                 where = e.filename or self.ctx.run_dir  # raw output cannot be kept: stop the run
                 raise StorageError(f"{where}: cannot write: {why_not(e)}") from e
-            log.error("internal error in check %s:\n%s", pc.id, traceback.format_exc())
-            return self._done(base, t0, cctx, Status.ERRORED,
-                              f"internal error: {type(e).__name__}: {e} (traceback in harness.log)",
-                              metrics, details=details)
+            return self._done(base, t0, cctx, Status.ERRORED, _internal(pc.id, e), metrics, details=details)
         if self.signum is not None:
             return self._interrupted(base, t0, cctx, metrics)
         if problems:
             return self._done(base, t0, cctx, Status.ERRORED, "invalid run: " + "; ".join(problems[:3]),
                               metrics, problems=problems, details=details)
-        evaluations = evaluate(pc.rules, metrics) + tuple(own)
-        return self._done(base, t0, cctx, status_of(evaluations), summary, metrics,
-                          evaluations=evaluations, details=details)
+        try:
+            judged = judge((*pc.rules, *pc.own_rules), metrics, findings)
+        except Exception as e:  # a bug in judging must not lose the other checks' results either
+            return self._done(base, t0, cctx, Status.ERRORED, _internal(pc.id, e), metrics, details=details)
+        if judged.problems:
+            return self._done(base, t0, cctx, Status.ERRORED, "not judged: " + "; ".join(judged.problems[:3]),
+                              metrics, problems=list(judged.problems), evaluations=judged.evaluations,
+                              details=details)
+        return self._done(base, t0, cctx, judged.status, summary, metrics,
+                          evaluations=judged.evaluations, details=details)
 
     def _check_needs(self, pc: PlannedCheck) -> None:
         needs = {*pc.check.spec.needs, *pc.check.kind.needs}
@@ -254,7 +265,8 @@ class Runner:
 
     def _done(self, base: CheckResult, t0: float, cctx: CheckContext, status: Status, message: str,
               metrics: list[Metric], *, problems: list[str] | None = None,
-              evaluations: tuple[Any, ...] = (), details: Mapping[str, Any] | None = None) -> CheckResult:
+              evaluations: tuple[Evaluation, ...] = (),
+              details: Mapping[str, Any] | None = None) -> CheckResult:
         log.info("check %s %s: %s", base.id, status.value, message)
         return replace(base, status=status, message=message, duration_s=time.monotonic() - t0,
                        metrics=tuple(metrics), evaluations=evaluations,
@@ -293,17 +305,35 @@ class Runner:
         results.write(self.ctx.run_dir, self._record(final=False), durable=False)
 
 
-def _finite(metrics: Sequence[Metric]) -> tuple[list[Metric], list[str]]:
-    """Metrics with a finite value, and a problem for each that has none: NaN or inf cannot be
-    judged, and results.json (strict JSON) cannot hold them."""
-    good, problems = [], []
-    for m in metrics:
-        if isinstance(m.value, (int, float)) and math.isfinite(m.value):
-            good.append(m)
-        else:
-            labels = ",".join(f"{k}={v}" for k, v in m.labels.items())
-            problems.append(f"{m.name}{{{labels}}} is not a finite number ({m.value!r})")
-    return good, problems
+def _internal(check_id: str, e: Exception) -> str:
+    """Log the traceback of an exception inside a check to harness.log; one line for the screen."""
+    log.error("internal error in check %s:\n%s", check_id, traceback.format_exc())
+    what = " ".join(str(e).split())[:300]
+    return f"internal error: {type(e).__name__}: {what} (traceback in harness.log)"
+
+
+def _strict(result: CheckResult) -> CheckResult:
+    """The result with its details made plain strict JSON: metrics and evaluations are finite already
+    (compare), details are whatever a kind put there (NaN and inf become null, other objects text)."""
+    try:
+        json.dumps(result.details, allow_nan=False)
+        return result
+    except (ValueError, TypeError):
+        log.warning("check %s: details held values strict JSON cannot (NaN, inf, objects); NaN and inf "
+                    "recorded as null, objects as text", result.id)
+        return replace(result, details=_plain(result.details))
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if obj is None or isinstance(obj, (str, int, bool)):
+        return obj
+    if isinstance(obj, Mapping):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return str(obj)
 
 
 class _QuietFileHandler(logging.FileHandler):

@@ -1,10 +1,11 @@
-"""GPU telemetry alongside a check: a sampler thread, compact time series, and the runner's hook.
+"""GPU telemetry alongside a check: the sampler thread and the runner's hook. The series, what it
+says and its rules are pure and live in harness.series.telemetry.
 
 `observe(kind, params, ctx)` runs one check with the sampler going (when the node has GPUs),
 saves the series to raw/<check>/telemetry.json, and adds the derived per-GPU metrics and the
-telemetry's own judgements (a GPU that stopped answering, a PCIe link below its maximum under
-load, a GPU hotter than its siblings) to the check's output. The series are columnar: one
-time axis, and per GPU one list per field, None where NVML did not answer.
+telemetry's findings (a GPU that stopped answering, a PCIe link below its maximum under load)
+to the check's output. It judges nothing: the runner's compare.judge does, with the telemetry's
+sibling rule on peak temperature among the check's own rules (PlannedCheck.own_rules).
 """
 
 from __future__ import annotations
@@ -12,78 +13,15 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any
 
-from pydantic import Field
-
-from harness import ownrules, siblings
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params
+from harness.checks.base import CheckContext, CheckKind, CheckOutput
 from harness.platform import nvml
 from harness.series import telemetry as telemetry_metrics
-
-DEFAULT_PERIOD_S = 1.0
-FORMAT_VERSION = 1
-FIELDS: tuple[str, ...] = tuple(f.name for f in fields(nvml.GpuSample) if f.name not in ("gpu", "error"))
-Value = Union[float, int, None]
-
-
-class TelemetryParams(Params):
-    """Params of kinds that tune the telemetry run alongside them."""
-
-    telemetry_period: float = Field(DEFAULT_PERIOD_S, ge=0.05, le=60.0,
-                                    description="seconds between telemetry samples (0.1 = 10 Hz)")
-    sibling_temp_tolerance: Optional[float] = Field(
-        0.15, gt=0, lt=1, description="a GPU whose peak temperature is more than this fraction above "
-        "the median of its siblings (3 or more) fails; null to turn off")
-
-
-def own_rules(params: Any) -> list[siblings.SiblingRule]:
-    """The telemetry's rule from a kind's TelemetryParams (judged by observe(), listed by --dry-run)."""
-    if not isinstance(params, TelemetryParams) or params.sibling_temp_tolerance is None:
-        return []
-    return [siblings.SiblingRule("gpu.temp_max", ("gpu",), params.sibling_temp_tolerance, "lower")]
-
-
-def verdicts(params: Any) -> list[str]:
-    """The telemetry's built-in verdicts, for --dry-run: only kinds that take TelemetryParams list them
-    (every check samples when the node has GPUs, but these are the ones that load them)."""
-    if not isinstance(params, TelemetryParams):
-        return []
-    return ["a GPU that stops answering NVML during the check fails (telemetry)",
-            "a busy GPU's PCIe link below its maximum generation or width fails (telemetry)"]
-
-
-@dataclass(frozen=True)
-class Series:
-    """Telemetry of one check: shared time axis (s from the start) and per-GPU columns."""
-
-    period_s: float
-    t: tuple[float, ...]
-    gpus: Mapping[int, Mapping[str, tuple[Value, ...]]]
-    lost: Mapping[int, tuple[float, str]] = field(default_factory=dict)  # gpu -> (t, why)
-    overruns: int = 0  # ticks skipped because a sample took longer than the period
-    sample_cost_s: float = 0.0  # mean wall time of one sample of all GPUs
-
-    def column(self, gpu: int, name: str) -> tuple[Value, ...]:
-        return self.gpus.get(gpu, {}).get(name, ())
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"version": FORMAT_VERSION, "period_s": self.period_s, "t": [round(x, 3) for x in self.t],
-                "gpus": {str(g): {k: list(v) for k, v in cols.items() if any(x is not None for x in v)}
-                         for g, cols in self.gpus.items()},
-                "lost": {str(g): {"t": round(t, 3), "why": why} for g, (t, why) in self.lost.items()},
-                "overruns": self.overruns, "sample_cost_s": round(self.sample_cost_s, 6)}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Series:
-        t = tuple(float(x) for x in d.get("t", []))
-        gpus = {int(g): {k: tuple(v) for k, v in cols.items()} for g, cols in d.get("gpus", {}).items()}
-        lost = {int(g): (float(v["t"]), str(v["why"])) for g, v in d.get("lost", {}).items()}
-        return cls(float(d.get("period_s", DEFAULT_PERIOD_S)), t, gpus, lost,
-                   int(d.get("overruns", 0)), float(d.get("sample_cost_s", 0.0)))
+from harness.series.telemetry import DEFAULT_PERIOD_S, FIELDS, Series, TelemetryParams, Value
 
 
 class Sampler:
@@ -172,11 +110,6 @@ def save(series: Series, raw_dir: Path) -> Path:
     return path
 
 
-def load(path: Path) -> Series:
-    """A saved series (raises OSError or ValueError on a missing or broken file)."""
-    return Series.from_dict(json.loads(path.read_text(encoding="utf-8")))
-
-
 def observe(kind: CheckKind, params: Any, ctx: CheckContext,
             session: Callable[[], nvml.NvmlSession] = nvml.NvmlSession) -> CheckOutput:
     """Run `kind` with telemetry sampled alongside when the node has GPUs; add what it shows."""
@@ -202,12 +135,12 @@ def observe(kind: CheckKind, params: Any, ctx: CheckContext,
         except OSError as e:
             ctx.log.warning("could not save telemetry of %s: %s", ctx.check_id, e)
     metrics = telemetry_metrics.derive(series)
-    own = telemetry_metrics.judge(series) + ownrules.judge(own_rules(params), metrics)
     summary: dict[str, Any] = {
         "file": str(saved.relative_to(ctx.run_dir)) if saved else None, "period_s": period,
         "samples": len(series.t), "gpus": len(series.gpus), "overruns": series.overruns,
         "sample_cost_ms": round(series.sample_cost_s * 1000, 3)}
     if sampler.error:
         summary["error"] = sampler.error
-    return replace(out, metrics=(*out.metrics, *metrics), evaluations=(*out.evaluations, *own),
+    return replace(out, metrics=(*out.metrics, *metrics),
+                   findings=(*out.findings, *telemetry_metrics.findings(series)),
                    details={**out.details, "telemetry": summary})

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.bmc_model import BmcReading
-from harness.model import Evaluation, Metric, Outcome
+from harness.model import Finding, Metric, Outcome
 from harness.platform.nvml import GpuLimits, GpuSample
 from harness.series import psu as power
 from harness.units import CELSIUS, COUNT, PERCENT, WATT
@@ -225,16 +225,16 @@ def temp_margins(samples: Sequence[Sample], limits: Sequence[GpuLimits]
 
 def _ev(metric: str, labels: Mapping[str, Any], outcome: Outcome, measured: Optional[float], unit: str,
         message: str, low: Optional[float] = None, severity: str = "fail",
-        high: Optional[float] = None) -> Evaluation:
-    return Evaluation(metric, dict(labels), outcome, severity, measured, unit, None, low, high, "each",
-                      message, None, power.SOURCE)
+        high: Optional[float] = None) -> Finding:
+    return Finding(metric=metric, labels=labels, outcome=outcome, severity=severity, measured=measured,
+                   unit=unit, low=low, high=high, message=message, source=power.SOURCE)
 
 
 def judge_gpus(samples: Sequence[Sample], limits: Sequence[GpuLimits], margin_c: float
-               ) -> tuple[Evaluation, ...]:
+               ) -> tuple[Finding, ...]:
     """A GPU power-capped below its default limit fails; a peak at or above the GPU's own slowdown
     (or HBM) threshold fails, within `margin_c` of it warns. One pass row each when all are fine."""
-    out: list[Evaluation] = []
+    out: list[Finding] = []
     capped = [lim for lim in limits if lim.power_limit_w is not None and lim.default_limit_w is not None
               and lim.power_limit_w < lim.default_limit_w - CAP_TOLERANCE_W]
     for lim in capped:
@@ -274,9 +274,9 @@ def judge_gpus(samples: Sequence[Sample], limits: Sequence[GpuLimits], margin_c:
     return tuple(out)
 
 
-def judge_airflow(samples: Sequence[Sample], inlet_max_c: Optional[float]) -> tuple[Evaluation, ...]:
+def judge_airflow(samples: Sequence[Sample], inlet_max_c: Optional[float]) -> tuple[Finding, ...]:
     """Fans the BMC reports not OK fail; inlet air above `inlet_max_c` warns."""
-    out: list[Evaluation] = []
+    out: list[Finding] = []
     bad_fans = next((s for s in samples if s.bmc is not None and s.bmc.fans_ok is False), None)
     if bad_fans is not None:
         out.append(_ev("bmc.fans_ok", {"phase": bad_fans.phase}, Outcome.FAIL, 0.0, COUNT,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from harness.bmc_model import BmcReading
-from harness.model import Evaluation, Outcome
+from harness.model import Finding, Outcome
 from harness.units import COUNT
 
 SOURCE = "power_headroom"
@@ -152,9 +152,9 @@ class BmcTick:
 
 
 def _ev(metric: str, labels: Mapping[str, Any], outcome: Outcome, measured: Optional[float],
-        message: str, low: Optional[float] = None) -> Evaluation:
-    return Evaluation(metric, dict(labels), outcome, "fail", measured, COUNT, None, low, None, "each",
-                      message, None, SOURCE)
+        message: str, low: Optional[float] = None) -> Finding:
+    return Finding(metric=metric, labels=labels, outcome=outcome, measured=measured, unit=COUNT, low=low,
+                   message=message, source=SOURCE)
 
 
 def when(tick: BmcTick) -> str:
@@ -176,12 +176,12 @@ def not_counted(reading: BmcReading) -> str:
     return f"; not counted: {', '.join(unknown)}" if unknown else ""
 
 
-def judge_psus(ticks: Sequence[BmcTick], policy: Optional[PsuPolicy]) -> tuple[Evaluation, ...]:
+def judge_psus(ticks: Sequence[BmcTick], policy: Optional[PsuPolicy]) -> tuple[Finding, ...]:
     """PSU verdicts: each PSU not OK (first time, with when and why), redundancy lost, too few PSUs."""
     ticks = [k for k in ticks if k.reading.psus or k.reading.redundant is not None]
     if not ticks:
         return ()
-    out: list[Evaluation] = []
+    out: list[Finding] = []
     failed: set[str] = set()
     for k in ticks:
         for p in k.reading.psus:

@@ -1,4 +1,7 @@
-"""What a telemetry series says: per-GPU metrics and the judgements telemetry makes itself. Pure.
+"""GPU telemetry of one check, pure: the series, what it says, and the rules it brings.
+
+The series are columnar: one time axis, and per GPU one list per field, None where NVML did not
+answer (`Series`; saved by the sampler thread in harness.run.sampler, read back with `load`).
 
 Metrics per GPU (label `gpu`): peak GPU and HBM temperature, mean and peak power, mean SM clock,
 mean utilisation, energy (from the driver's energy counter, or power integrated over time when
@@ -6,24 +9,100 @@ the GPU has none), the share of samples spent in each throttling clock-event rea
 (`gpu.throttle_pct`, label `reason`, see harness.parsers.clockreasons), the best PCIe link seen
 (`which` current/max), and how much the PCIe replay and ECC counters grew during the check.
 
-Judgements: a GPU that stopped answering NVML fails (`gpu.lost`); a GPU whose PCIe link stayed
-below its maximum while busy (utilisation >= LOADED_UTIL) fails as "trained down". A GPU that
-was never busy is not judged on its link: idle GPUs downshift on purpose.
+Findings (judged by compare.judge like every kind's): a GPU that stopped answering NVML fails
+(`gpu.lost`); a GPU whose PCIe link stayed below its maximum while busy (utilisation >=
+LOADED_UTIL) fails as "trained down". A GPU that was never busy is not judged on its link: idle
+GPUs downshift on purpose. Kinds that take TelemetryParams add the sibling rule on peak
+temperature (`own_rules`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from itertools import pairwise
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Optional, Union
 
-from harness.model import Evaluation, Metric, Outcome
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness import siblings
+from harness.model import Finding, Metric, Outcome
 from harness.parsers import clockreasons
+from harness.platform import nvml
 from harness.units import CELSIUS, COUNT, JOULE, MHZ, PERCENT, WATT
 
-if TYPE_CHECKING:
-    from harness.run.sampler import Series, Value
+DEFAULT_PERIOD_S = 1.0
+FORMAT_VERSION = 1
+FIELDS: tuple[str, ...] = tuple(f.name for f in fields(nvml.GpuSample) if f.name not in ("gpu", "error"))
+Value = Union[float, int, None]
+
+
+class TelemetryParams(BaseModel):
+    """Params of kinds that tune the telemetry run alongside them; a kind's params derive from
+    this and from checks.base.Params (same config: unknown keys are errors, values immutable)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    telemetry_period: float = Field(DEFAULT_PERIOD_S, ge=0.05, le=60.0,
+                                    description="seconds between telemetry samples (0.1 = 10 Hz)")
+    sibling_temp_tolerance: Optional[float] = Field(
+        0.15, gt=0, lt=1, description="a GPU whose peak temperature is more than this fraction above "
+        "the median of its siblings (3 or more) fails; null to turn off")
+
+
+def own_rules(params: Any) -> list[siblings.SiblingRule]:
+    """The telemetry's rule from a kind's TelemetryParams (judged with the check's, listed by --dry-run)."""
+    if not isinstance(params, TelemetryParams) or params.sibling_temp_tolerance is None:
+        return []
+    return [siblings.SiblingRule("gpu.temp_max", ("gpu",), params.sibling_temp_tolerance, "lower")]
+
+
+def verdicts(params: Any) -> list[str]:
+    """The telemetry's built-in verdicts, for --dry-run: only kinds that take TelemetryParams list them
+    (every check samples when the node has GPUs, but these are the ones that load them)."""
+    if not isinstance(params, TelemetryParams):
+        return []
+    return ["a GPU that stops answering NVML during the check fails (telemetry)",
+            "a busy GPU's PCIe link below its maximum generation or width fails (telemetry)"]
+
+
+@dataclass(frozen=True)
+class Series:
+    """Telemetry of one check: shared time axis (s from the start) and per-GPU columns."""
+
+    period_s: float
+    t: tuple[float, ...]
+    gpus: Mapping[int, Mapping[str, tuple[Value, ...]]]
+    lost: Mapping[int, tuple[float, str]] = field(default_factory=dict)  # gpu -> (t, why)
+    overruns: int = 0  # ticks skipped because a sample took longer than the period
+    sample_cost_s: float = 0.0  # mean wall time of one sample of all GPUs
+
+    def column(self, gpu: int, name: str) -> tuple[Value, ...]:
+        return self.gpus.get(gpu, {}).get(name, ())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": FORMAT_VERSION, "period_s": self.period_s, "t": [round(x, 3) for x in self.t],
+                "gpus": {str(g): {k: list(v) for k, v in cols.items() if any(x is not None for x in v)}
+                         for g, cols in self.gpus.items()},
+                "lost": {str(g): {"t": round(t, 3), "why": why} for g, (t, why) in self.lost.items()},
+                "overruns": self.overruns, "sample_cost_s": round(self.sample_cost_s, 6)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Series:
+        t = tuple(float(x) for x in d.get("t", []))
+        gpus = {int(g): {k: tuple(v) for k, v in cols.items()} for g, cols in d.get("gpus", {}).items()}
+        lost = {int(g): (float(v["t"]), str(v["why"])) for g, v in d.get("lost", {}).items()}
+        return cls(float(d.get("period_s", DEFAULT_PERIOD_S)), t, gpus, lost,
+                   int(d.get("overruns", 0)), float(d.get("sample_cost_s", 0.0)))
+
+
+def load(path: Path) -> Series:
+    """A saved series (raises OSError or ValueError on a missing or broken file)."""
+    return Series.from_dict(json.loads(path.read_text(encoding="utf-8")))
+
 
 LOADED_UTIL = 50.0  # % utilisation from which a GPU counts as busy for the link judgement
 SOURCE = "telemetry"
@@ -115,13 +194,13 @@ def link_under_load(series: Series, gpu: int) -> tuple[int, int, int, int, int] 
     return gen, gmax, width, wmax, len(busy)  # type: ignore[return-value]
 
 
-def judge(series: Series) -> tuple[Evaluation, ...]:
+def findings(series: Series) -> tuple[Finding, ...]:
     """Telemetry's own verdicts: lost GPUs, and PCIe links below their maximum while busy."""
-    out: list[Evaluation] = []
+    out: list[Finding] = []
     for g, (t, why) in sorted(series.lost.items()):
-        out.append(Evaluation("gpu.lost", {"gpu": g}, Outcome.FAIL, "fail", 1.0, COUNT, None, None, 0.0,
-                              "each", f"GPU {g} stopped answering NVML {t:.1f} s into the check: {why}",
-                              None, SOURCE))
+        out.append(Finding(metric="gpu.lost", labels={"gpu": g}, outcome=Outcome.FAIL, measured=1.0,
+                           high=0.0, message=f"GPU {g} stopped answering NVML {t:.1f} s into the check: "
+                           f"{why}", source=SOURCE))
     good: list[tuple[int, int, int]] = []
     for g in sorted(series.gpus):
         link = link_under_load(series, g)
@@ -133,17 +212,17 @@ def judge(series: Series) -> tuple[Evaluation, ...]:
             continue
         metric, measured, want = (("gpu.pcie_gen", gen, gmax) if gen < gmax
                                   else ("gpu.pcie_width", width, wmax))
-        out.append(Evaluation(metric, {"gpu": g, "which": "current"}, Outcome.FAIL, "fail", float(measured),
-                              COUNT, float(want), float(want), None, "each",
-                              f"PCIe link trained down: Gen{gen} x{width} of Gen{gmax} x{wmax} "
-                              f"while busy ({busy} samples at >= {LOADED_UTIL:g}% utilisation)", None,
-                              SOURCE))
+        out.append(Finding(metric=metric, labels={"gpu": g, "which": "current"}, outcome=Outcome.FAIL,
+                           measured=float(measured), reference=float(want), low=float(want),
+                           message=f"PCIe link trained down: Gen{gen} x{width} of Gen{gmax} x{wmax} "
+                           f"while busy ({busy} samples at >= {LOADED_UTIL:g}% utilisation)",
+                           source=SOURCE))
     if good:
         links = sorted({f"Gen{gen} x{width}" for _, gen, width in good})
-        out.append(Evaluation("gpu.pcie_gen", {"which": "current"}, Outcome.PASS, "fail",
-                              float(min(gen for _, gen, _ in good)), COUNT, None, None, None, "min",
-                              f"{len(good)} busy GPU(s) at their maximum PCIe link ({', '.join(links)})",
-                              None, SOURCE))
+        out.append(Finding(metric="gpu.pcie_gen", labels={"which": "current"}, outcome=Outcome.PASS,
+                           measured=float(min(gen for _, gen, _ in good)), reduce="min",
+                           message=f"{len(good)} busy GPU(s) at their maximum PCIe link "
+                           f"({', '.join(links)})", source=SOURCE))
     return tuple(out)
 
 

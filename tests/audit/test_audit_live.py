@@ -137,7 +137,7 @@ def test_the_kind_records_tools_judges_rules_and_emits_metrics(tmp_path):
                                (FactRule(fact="gpu.driver_version", min_version="550"), "big")))
     params = ConfigAuditParams.model_validate({"rules": [{"fact": "host.kernel", "min_version": "3.10"}]})
     out = KIND.run(params, ctx)
-    by_fact = {e.metric: e for e in out.evaluations}
+    by_fact = {e.metric: e for e in out.findings}
     assert by_fact["host.shm_bytes"].outcome is Outcome.FAIL
     assert by_fact["host.shm_bytes"].message.endswith("expected >= 1 PiB")
     kernel = by_fact["host.kernel"]

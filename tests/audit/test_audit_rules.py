@@ -94,7 +94,7 @@ def test_min_on_sizes_fails_with_both_sides_in_binary_units():
     o = one(r, Fact("host.shm_bytes", 64 * 1024**2, "statvfs(/dev/shm)"))
     assert (o.outcome, o.found, o.expected) == ("fail", "64 MiB", ">= 1 PiB")
     assert o.message == "found 64 MiB, expected >= 1 PiB"
-    ev = o.evaluation()
+    ev = o.finding()
     assert ev is not None and ev.outcome is Outcome.FAIL and ev.measured == 64 * 1024**2
     assert (ev.unit, ev.low, ev.high) == ("B", 1024**5, None)
     assert ev.source == f"site {CONFIG_SOURCE}"
@@ -140,7 +140,7 @@ def test_same_on_every_device():
     agree = [Fact("net.hca_fw_version", "28.39.1002", "ibv_devinfo", {"hca": f"mlx5_{i}"}) for i in range(4)]
     o = one(same, *agree)
     assert (o.outcome, o.message) == ("pass", "28.39.1002 on all 4 hcas")
-    ev = o.evaluation()
+    ev = o.finding()
     assert ev is not None and ev.reduce == "same" and ev.measured is None
     mixed = [*agree[:3], Fact("net.hca_fw_version", "28.37.1014", "ibv_devinfo", {"hca": "mlx5_3"})]
     o = one(same, *mixed)
@@ -154,7 +154,7 @@ def test_unknown_facts_skip_or_error_when_the_profile_expects_gpus():
               Fact("gpu.vbios_version", None, "nvidia-smi -q -x", reason=why)]
     r = rule(fact="gpu.driver_version", min_version="550")
     o = one(r, *no_gpu)
-    assert (o.outcome, o.message) == ("skip", f"not judged: {why}") and o.evaluation() is None
+    assert (o.outcome, o.message) == ("skip", f"not judged: {why}") and o.finding() is None
     o = one(r, *no_gpu, gpu_expected="8 x NVIDIA H100 80GB HBM3")
     assert o.outcome == "error"
     assert o.message.startswith("profile expects 8 x NVIDIA H100 80GB HBM3, but gpu.driver_version is "

@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from judging import run_judged
 from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
@@ -92,7 +93,7 @@ def test_nvbandwidth_each_test_with_issue_metric_names_and_siblings(tmp_path):
     exe = fake_nvbandwidth(tmp_path)
     p = GpuBandwidthParams(binary=str(exe), tests=list(BY_TEST))
     ctx = ctx_for(tmp_path, H100S)
-    out = KIND.run(p, ctx)
+    out = run_judged(KIND, p, ctx)
     assert out.problems == ()
     assert len(out.metrics) == 9 + 57 + 56
     assert (tmp_path / "argv").read_text().split() == [x for t in BY_TEST for x in ("-t", t)]
@@ -117,7 +118,7 @@ def test_nvbandwidth_each_test_with_issue_metric_names_and_siblings(tmp_path):
 def test_a_gpu_missing_from_a_host_copy_test_is_invalid(tmp_path):
     p = GpuBandwidthParams(binary=str(fake_nvbandwidth(tmp_path)), tests=["device_to_host_memcpy_ce"])
     nine = {"gpus": [{"index": i} for i in range(9)]}
-    out = KIND.run(p, ctx_for(tmp_path, nine))
+    out = run_judged(KIND, p, ctx_for(tmp_path, nine))
     assert out.problems == ("gpu.d2h_bw (device_to_host_memcpy_ce): no result for GPU 8 of the 9 NVML sees",)
 
 
@@ -125,12 +126,12 @@ def test_a_test_with_no_output_is_a_tool_error(tmp_path):
     p = GpuBandwidthParams(binary=str(fake_nvbandwidth(tmp_path)), tests=["host_to_device_memcpy_sm"])
     with pytest.raises(ToolError, match=r"nvbandwidth -t host_to_device_memcpy_sm \(exit 1\): "
                        r"not nvbandwidth output \(no result matrix found\)"):
-        KIND.run(p, ctx_for(tmp_path))
+        run_judged(KIND, p, ctx_for(tmp_path))
 
 
 def test_results_then_a_nonzero_exit_are_invalid(tmp_path):
     p = GpuBandwidthParams(binary=str(fake_nvbandwidth(tmp_path, rc=4)), tests=["device_to_host_memcpy_ce"])
-    out = KIND.run(p, ctx_for(tmp_path))
+    out = run_judged(KIND, p, ctx_for(tmp_path))
     assert len(out.metrics) == 9
     assert out.problems[0].startswith("nvbandwidth -t device_to_host_memcpy_ce exited with status 4")
 
@@ -138,14 +139,14 @@ def test_results_then_a_nonzero_exit_are_invalid(tmp_path):
 def test_sibling_rule_can_be_switched_off(tmp_path):
     p = GpuBandwidthParams(binary=str(fake_nvbandwidth(tmp_path)), tests=["device_to_host_memcpy_ce"],
                            sibling_tolerance=None)
-    assert KIND.run(p, ctx_for(tmp_path)).evaluations == ()
+    assert run_judged(KIND, p, ctx_for(tmp_path)).evaluations == ()
 
 
 def test_bandwidthtest_engine_runs_each_gpu(tmp_path):
     exe = executable(tmp_path / "bandwidthTest", f'echo "$@" >> "{tmp_path}/argv"\n'
                      f'[ "$CUDA_DEVICE_ORDER" = PCI_BUS_ID ] || exit 7\ncat "{A100_BWT}"\n')
     p = GpuBandwidthParams(engine="bandwidthtest", binary=str(exe))
-    out = KIND.run(p, ctx_for(tmp_path, {"gpus": [{"index": 0}, {"index": 1}]}))
+    out = run_judged(KIND, p, ctx_for(tmp_path, {"gpus": [{"index": 0}, {"index": 1}]}))
     assert out.problems == ()
     assert (tmp_path / "argv").read_text().splitlines() == [
         "--device=0 --memory=pinned --mode=quick", "--device=1 --memory=pinned --mode=quick"]
@@ -160,14 +161,15 @@ def test_bandwidthtest_failure_is_invalid_and_names_the_gpu(tmp_path):
     failed = tmp_path / "failed.txt"
     failed.write_text(A100_BWT.read_text().replace("Result = PASS", "Result = FAIL"))
     exe = executable(tmp_path / "bandwidthTest", f'cat "{failed}"\nexit 1\n')
-    out = KIND.run(GpuBandwidthParams(engine="bandwidthtest", binary=str(exe)), ctx_for(tmp_path))
+    out = run_judged(KIND, GpuBandwidthParams(engine="bandwidthtest", binary=str(exe)), ctx_for(tmp_path))
     assert out.problems[0] == "GPU 0: bandwidthTest reported Result = FAIL"
     assert out.problems[1].startswith("GPU 0: bandwidthTest --device=0 exited with status 1")
 
 
 def test_builtin_engine_for_real_on_host_memory(tmp_path):
     ctx = ctx_for(tmp_path)
-    out = KIND.run(GpuBandwidthParams(engine="builtin", backend="numpy", buffer_mib=1, samples=3), ctx)
+    p = GpuBandwidthParams(engine="builtin", backend="numpy", buffer_mib=1, samples=3)
+    out = run_judged(KIND, p, ctx)
     assert out.problems == ()
     got = sorted((m.name, m.labels.get("gpu", m.labels.get("src")), m.labels["test"]) for m in out.metrics)
     assert got == [("gpu.d2h_bw", 0, D2H), ("gpu.d2h_bw", 1, D2H), ("gpu.h2d_bw", 0, H2D),
@@ -190,4 +192,4 @@ def test_builtin_engine_without_a_gpu_backend_is_a_tool_error(tmp_path):
     except ImportError:
         pass
     with pytest.raises(ToolError, match=r"builtin copy test \(exit 2\): ImportError: no GPU backend"):
-        KIND.run(GpuBandwidthParams(engine="builtin"), ctx_for(tmp_path))
+        run_judged(KIND, GpuBandwidthParams(engine="builtin"), ctx_for(tmp_path))

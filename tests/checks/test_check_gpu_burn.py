@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from judging import run_judged
 from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
@@ -36,7 +37,7 @@ def ctx(tmp_path: Path, gpus: int) -> CheckContext:
 
 def burn(tmp_path: Path, sample: str | None, gpus: int, rc: int = 0, **kw):
     exe = stand_in(tmp_path / "gpu_burn", f"gpu-burn/{sample}" if sample else None, rc)
-    return KIND.run(GpuBurnParams(binary=str(exe), duration=10, **kw), ctx(tmp_path, gpus))
+    return run_judged(KIND, GpuBurnParams(binary=str(exe), duration=10, **kw), ctx(tmp_path, gpus))
 
 
 def test_ok_run_gives_metrics_and_one_passing_verdict(tmp_path: Path):
@@ -93,7 +94,7 @@ def test_crash_with_exit_code_is_invalid_and_tool_without_output_is_an_error(tmp
 
 def test_missing_binary_is_an_environment_error(tmp_path: Path):
     with pytest.raises(ToolError, match="not found"):
-        KIND.run(GpuBurnParams(binary=str(tmp_path / "nope" / "gpu_burn")), ctx(tmp_path, 1))
+        run_judged(KIND, GpuBurnParams(binary=str(tmp_path / "nope" / "gpu_burn")), ctx(tmp_path, 1))
 
 
 def test_argv(tmp_path: Path):
@@ -124,7 +125,7 @@ def dcgm(tmp_path: Path, monkeypatch, sample: str, gpus: int, level: int = 3, rc
     bindir.mkdir(exist_ok=True)
     stand_in(bindir / "dcgmi", f"dcgmi/{sample}", rc)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
-    return KIND.run(GpuBurnParams(engine="dcgm", dcgm_level=level), ctx(tmp_path, gpus))
+    return run_judged(KIND, GpuBurnParams(engine="dcgm", dcgm_level=level), ctx(tmp_path, gpus))
 
 
 def test_dcgm_json_pass(tmp_path: Path, monkeypatch):
@@ -167,7 +168,7 @@ def test_cuda_numbers_gpus_like_nvml_and_compare_kernel_is_found_beside_a_binary
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     params = GpuBurnParams(duration=10)
     assert build_argv(params) == ["gpu_burn", "-c", str(bindir / "compare.ptx"), "10"]
-    out = KIND.run(params, ctx(tmp_path, 2))
+    out = run_judged(KIND, params, ctx(tmp_path, 2))
     assert out.problems == () and len([m for m in out.metrics if m.name == "gpu_burn.ok"]) == 2
 
 
@@ -208,6 +209,6 @@ def test_auto_runs_gpu_burn_when_that_is_what_is_installed(tmp_path: Path, monke
         pytest.skip("PyTorch is installed: auto picks the builtin engine")
     sample = "gpu-burn/gpu_burn_k80_2gpu_doubles_ok_interleaved_child_output.txt"
     exe = stand_in(tmp_path / "gpu_burn", sample)
-    out = KIND.run(GpuBurnParams(engine="auto", binary=str(exe), duration=10), ctx(tmp_path, 2))
+    out = run_judged(KIND, GpuBurnParams(engine="auto", binary=str(exe), duration=10), ctx(tmp_path, 2))
     assert out.details["engine"] == "gpu-burn" and out.problems == ()
     assert out.summary.startswith("gpu_burn 10 s: 2 of 2 GPUs OK")

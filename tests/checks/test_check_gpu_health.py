@@ -9,6 +9,7 @@ import stat
 from pathlib import Path
 
 from fakenvml import FakeGpu, install
+from judging import run_judged
 
 from harness.checks.base import CheckContext
 from harness.checks.gpu_health import KIND, GpuHealthParams
@@ -39,7 +40,7 @@ def fails(out) -> dict[tuple[str, int], str]:
 
 def test_healthy_node_passes_every_rule(tmp_path: Path, monkeypatch):
     install(monkeypatch, [FakeGpu() for _ in range(8)])
-    out = KIND.run(GpuHealthParams(xid_source="none"), ctx(tmp_path, []))
+    out = run_judged(KIND, GpuHealthParams(xid_source="none"), ctx(tmp_path, []))
     assert out.problems == () and fails(out) == {}
     passed = {e.metric for e in out.evaluations if e.outcome is Outcome.PASS}
     assert passed == {"gpu.persistence_mode", "gpu.ecc_mode", "gpu.ecc_uncorrected", "gpu.retired_pages",
@@ -60,7 +61,7 @@ def test_each_fault_is_named_on_its_gpu(tmp_path: Path, monkeypatch):
     gpus[6].retired = (20, 0)
     gpus[7].nvlinks_down = 2
     install(monkeypatch, gpus)
-    out = KIND.run(GpuHealthParams(xid_source="none"), ctx(tmp_path, []))
+    out = run_judged(KIND, GpuHealthParams(xid_source="none"), ctx(tmp_path, []))
     assert fails(out) == {
         ("gpu.lost", 1): "GPU 1 does not answer NVML: GPU is lost: GPU is lost",
         ("gpu.ecc_uncorrected", 2): "GPU 2: 2 uncorrectable ECC errors (volatile)",
@@ -80,7 +81,7 @@ def test_each_fault_is_named_on_its_gpu(tmp_path: Path, monkeypatch):
 def test_critical_xid_from_the_kernel_log_fails_its_gpu(tmp_path: Path, monkeypatch):
     install(monkeypatch, [FakeGpu(), FakeGpu()])
     fake_dmesg(tmp_path, monkeypatch, "gpud_readme_dmesg_xid79_fallen_off_bus_with_nvswitch_sxid.txt")
-    out = KIND.run(GpuHealthParams(), ctx(tmp_path, ["00000000:18:00.0", "00000000:91:00.0"]))
+    out = run_judged(KIND, GpuHealthParams(), ctx(tmp_path, ["00000000:18:00.0", "00000000:91:00.0"]))
     assert fails(out) == {("gpu.xid_critical", 1): "GPU 1: 1 critical XID event(s) in the kernel log "
                                                     "(codes 48, 63, 64, 74, 79, 92, 94, 95, 119, 120)"}
     xids = {(m.name, m.labels.get("gpu"), m.labels.get("xid")): m.value for m in out.metrics
@@ -94,17 +95,17 @@ def test_critical_xid_from_the_kernel_log_fails_its_gpu(tmp_path: Path, monkeypa
 def test_non_critical_xids_are_recorded_and_policy_is_a_param(tmp_path: Path, monkeypatch):
     install(monkeypatch, [FakeGpu()])
     fake_dmesg(tmp_path, monkeypatch, "gpud_readme_dmesg_ctime_xid13_xid109_peermem.txt")
-    out = KIND.run(GpuHealthParams(), ctx(tmp_path, ["00000000:CB:00.0"]))
+    out = run_judged(KIND, GpuHealthParams(), ctx(tmp_path, ["00000000:CB:00.0"]))
     assert fails(out) == {}  # 13 and 109 are not in the default critical set
     assert {(m.labels["xid"], m.value) for m in out.metrics if m.name == "gpu.xid"} == {(13, 3.0), (109, 1.0)}
-    out = KIND.run(GpuHealthParams(xid_critical=[13]), ctx(tmp_path, ["00000000:CB:00.0"]))
+    out = run_judged(KIND, GpuHealthParams(xid_critical=[13]), ctx(tmp_path, ["00000000:CB:00.0"]))
     assert list(fails(out)) == [("gpu.xid_critical", 0)]
 
 
 def test_xid_on_an_unknown_pci_address_keeps_the_address(tmp_path: Path, monkeypatch):
     install(monkeypatch, [FakeGpu()])
     fake_dmesg(tmp_path, monkeypatch, "gpud_dmesg_ctime_xe9680_xid119_gsp_timeout.log")
-    out = KIND.run(GpuHealthParams(), ctx(tmp_path, ["00000000:18:00.0"]))
+    out = run_judged(KIND, GpuHealthParams(), ctx(tmp_path, ["00000000:18:00.0"]))
     (m,) = [m for m in out.metrics if m.name == "gpu.xid"]
     assert m.labels == {"pci": "0000:9b:00", "xid": 119} and m.value == 5
 
@@ -112,7 +113,7 @@ def test_xid_on_an_unknown_pci_address_keeps_the_address(tmp_path: Path, monkeyp
 def test_unreadable_kernel_log_makes_the_run_invalid(tmp_path: Path, monkeypatch):
     install(monkeypatch, [FakeGpu()])
     fake_dmesg(tmp_path, monkeypatch, None, rc=1)
-    out = KIND.run(GpuHealthParams(), ctx(tmp_path, []))
+    out = run_judged(KIND, GpuHealthParams(), ctx(tmp_path, []))
     (p,) = out.problems
     assert p.startswith("could not read the kernel log for XIDs (dmesg: exit 1: dmesg: read kernel buffer")
     assert p.endswith("run as root, or set xid_source: none")

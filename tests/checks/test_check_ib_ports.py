@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from ibsysfs import IB_NDR, counter, dump_counters, h100_tree, write_port, zero_counters
+from judging import run_judged
 from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
@@ -36,7 +37,7 @@ def ctx_for(tmp_path: Path, check_id: str = "ib-ports", hardware: dict | None = 
 
 def run(tmp_path: Path, root: Path, check_id: str = "ib-ports", **kw):
     params = IbPortsParams.model_validate({"sysfs_root": str(root), "window_s": 0, **kw})
-    return KIND.run(params, ctx_for(tmp_path, check_id))
+    return run_judged(KIND, params, ctx_for(tmp_path, check_id))
 
 
 def profile_rules(name: str = "h100-sxm-8x") -> list[Rule]:
@@ -158,7 +159,7 @@ def test_deltas_since_an_earlier_check_span_the_run(tmp_path):
     counter(root, "mlx5_9", "link_downed", 1)  # edit: the link of mlx5_9 dropped once since
     counter(root, "mlx5_9", "symbol_error", 7)
     params = IbPortsParams.model_validate({"sysfs_root": str(root), "since": "ib-ports-start"})
-    out = KIND.run(params, ctx_for(tmp_path, "ib-ports"))
+    out = run_judged(KIND, params, ctx_for(tmp_path, "ib-ports"))
     assert failures(out) == [("ib.error_delta", "mlx5_9", 1.0), ("ib.error_delta", "mlx5_9", 7.0)]
     assert out.details["window"].startswith("since check ib-ports-start (")
     assert KIND.plan(params, {})[0].argv == ("cat", "<run>/raw/ib-ports-start/after.json")
@@ -206,7 +207,7 @@ def test_a_counter_that_saturates_in_the_window_still_counts(tmp_path):
     run(tmp_path, root, check_id="start")
     counter(root, "mlx5_0", "symbol_error", 65535)
     params = IbPortsParams.model_validate({"sysfs_root": str(root), "since": "start"})
-    out = KIND.run(params, ctx_for(tmp_path))
+    out = run_judged(KIND, params, ctx_for(tmp_path))
     grown = {m.labels["counter"]: m.value for m in out.metrics if m.name == "ib.error_delta"}
     assert grown["symbol_error"] == 5 and out.details["saturated"] == {"mlx5_0/1": ["symbol_error"]}
     assert failures(out) == [("ib.error_delta", "mlx5_0", 5.0)]
@@ -247,16 +248,16 @@ def test_no_rdma_device_skips_or_errors_when_the_profile_expects_hcas(tmp_path, 
         root.mkdir()
     params = IbPortsParams.model_validate({"sysfs_root": str(root)})
     with pytest.raises(SkipCheck, match=f"no RDMA device: {root} is empty or missing"):
-        KIND.run(params, ctx_for(tmp_path))
+        run_judged(KIND, params, ctx_for(tmp_path))
     with pytest.raises(HarnessError, match=r"expects 8 RDMA devices \(hardware.hca_count\), found none"):
-        KIND.run(params, ctx_for(tmp_path, hardware={"hca_count": 8}))
+        run_judged(KIND, params, ctx_for(tmp_path, hardware={"hca_count": 8}))
 
 
 def test_this_machine_has_no_rdma_device_and_skips():
     if Path("/sys/class/infiniband").is_dir() and any(Path("/sys/class/infiniband").iterdir()):
         pytest.skip("this machine has RDMA devices")
     with pytest.raises(SkipCheck, match="no RDMA device: /sys/class/infiniband"):
-        KIND.run(IbPortsParams(), ctx_for(Path("/tmp/unused")))
+        run_judged(KIND, IbPortsParams(), ctx_for(Path("/tmp/unused")))
 
 
 @pytest.mark.skipif(shutil.which("ibstat") is None, reason="ibstat not installed (infiniband-diags)")

@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from judging import run_judged
 from netsysfs import DRIVER, h100_ethernet, write_iface
 from pydantic import ValidationError
 
@@ -38,7 +39,7 @@ def ctx_for(tmp_path: Path) -> CheckContext:
 
 
 def run(tmp_path: Path, **kw):
-    return KIND.run(NicPortsParams.model_validate({"window_s": 0, **kw}), ctx_for(tmp_path))
+    return run_judged(KIND, NicPortsParams.model_validate({"window_s": 0, **kw}), ctx_for(tmp_path))
 
 
 def values(out, name: str) -> dict[str, float]:

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from judging import run_judged
 from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
@@ -51,7 +52,7 @@ def real_nic() -> str:
 def test_real_ethtool_on_this_machines_nic(tmp_path):
     nic = real_nic()
     ctx = ctx_for(tmp_path)
-    out = KIND.run(params(interfaces=[nic]), ctx)
+    out = run_judged(KIND, params(interfaces=[nic]), ctx)
     assert out.problems == ()
     errors = {m.labels["counter"] for m in out.metrics if m.name == "net.port_errors"}
     grown = {m.labels["counter"] for m in out.metrics if m.name == "net.error_delta"}
@@ -63,14 +64,14 @@ def test_real_ethtool_on_this_machines_nic(tmp_path):
 
 def test_real_ethtool_by_default_reads_every_interface_on_a_device(tmp_path):
     nic = real_nic()
-    out = KIND.run(params(), ctx_for(tmp_path))
+    out = run_judged(KIND, params(), ctx_for(tmp_path))
     assert nic in out.details["interfaces"] and "lo" not in out.details["interfaces"]
 
 
 def test_real_ethtool_on_lo_makes_the_run_invalid_in_its_own_words(tmp_path):
     if ETHTOOL is None:
         pytest.skip("ethtool not installed (apt-get install ethtool)")
-    out = KIND.run(params(interfaces=["lo"]), ctx_for(tmp_path))
+    out = run_judged(KIND, params(interfaces=["lo"]), ctx_for(tmp_path))
     (problem,) = out.problems
     assert problem.startswith("lo: ethtool -S lo: exit ") and problem.endswith(": no stats available")
     # no counters; the link is still read from sysfs: lo's operstate is "unknown", its carrier 1
@@ -80,12 +81,12 @@ def test_real_ethtool_on_lo_makes_the_run_invalid_in_its_own_words(tmp_path):
 def test_ethtool_missing_is_an_error_naming_the_command(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(ToolMissing, match="ethtool not found; install it with: apt-get install ethtool"):
-        KIND.run(params(interfaces=["lo"]), ctx_for(tmp_path))
+        run_judged(KIND, params(interfaces=["lo"]), ctx_for(tmp_path))
 
 
 def test_an_interface_that_is_not_there(tmp_path):
     with pytest.raises(HarnessError, match="nosuch0: no such network interface in /sys/class/net"):
-        KIND.run(params(interfaces=["nosuch0"]), ctx_for(tmp_path))
+        run_judged(KIND, params(interfaces=["nosuch0"]), ctx_for(tmp_path))
 
 
 # --- growth, through a stand-in ethtool -------------------------------------------------------
@@ -107,12 +108,12 @@ def standin(tmp_path, monkeypatch) -> Path:
 
 def test_crc_errors_grown_since_the_start_fail_and_name_the_nic(tmp_path, standin):
     standin.write_text(CX4.read_text())
-    first = KIND.run(params(), ctx_for(tmp_path, "nic-ports-start"))
+    first = run_judged(KIND, params(), ctx_for(tmp_path, "nic-ports-start"))
     assert first.details["interfaces"] == ["ens1f0np0"] and first.problems == ()
     # edit of the real ConnectX-4 Lx counters: 3 CRC errors and a link drop since the first reading
     standin.write_text(CX4.read_text().replace("rx_crc_errors_phy: 0", "rx_crc_errors_phy: 3")
                        .replace("link_down_events_phy: 0", "link_down_events_phy: 1"))
-    out = KIND.run(NicPortsParams(since="nic-ports-start", max_error_delta=0), ctx_for(tmp_path))
+    out = run_judged(KIND, NicPortsParams(since="nic-ports-start", max_error_delta=0), ctx_for(tmp_path))
     grown = {m.labels["counter"]: m.value for m in out.metrics if m.name == "net.error_delta" and m.value}
     assert grown == {"rx_crc_errors_phy": 3.0, "link_down_events_phy": 1.0}
     warned = sorted((e.labels["iface"], e.labels["counter"]) for e in out.evaluations
@@ -130,7 +131,7 @@ def test_crc_errors_grown_since_the_start_fail_and_name_the_nic(tmp_path, standi
 
 def test_no_growth_passes_the_own_rule(tmp_path, standin):
     standin.write_text(VIRTIO.read_text())
-    out = KIND.run(params(max_error_delta=0), ctx_for(tmp_path))
+    out = run_judged(KIND, params(max_error_delta=0), ctx_for(tmp_path))
     assert {e.outcome for e in out.evaluations} == {Outcome.PASS} and len(out.evaluations) == 3
 
 
@@ -138,7 +139,7 @@ def test_no_interface_on_a_device_skips(tmp_path, monkeypatch):
     (tmp_path / "sys" / "class" / "net" / "lo").mkdir(parents=True)
     monkeypatch.setattr(facts, "SYS", tmp_path / "sys")
     with pytest.raises(SkipCheck, match="no network interface on a device"):
-        KIND.run(params(), ctx_for(tmp_path))
+        run_judged(KIND, params(), ctx_for(tmp_path))
 
 
 # --- params and plan ----------------------------------------------------------------------

@@ -249,10 +249,10 @@ def test_too_few_healthy_psus_before_the_load_fail_and_no_load_starts(tmp_path: 
     assert c.tool_runs == [] and out.problems == ()  # nothing started: a valid, failing verdict
     assert out.details["notes"] == ["GPU load skipped: no NVIDIA GPU",
                                     "load not started: 3 healthy PSUs, fewer than the 4 that carry it (4+2)"]
-    fails = {e.metric: e.message for e in out.evaluations if e.outcome.value == "fail"}
+    fails = {e.metric: e.message for e in out.findings if e.outcome.value == "fail"}
     assert fails["power.psus_ok"] == ("3 of 6 PSUs healthy before the load: fewer than the 4 that carry the "
                                       "load (4+2)")
-    assert [e.message for e in out.evaluations if e.metric == "psu.ok"] == [
+    assert [e.message for e in out.findings if e.metric == "psu.ok"] == [
         f"PSU{i} not OK before the load: Absent" for i in (1, 2, 5)]
     assert (tmp_path / "raw" / "power" / "power.json").exists()
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from fake_perftest import gone, write_fake
+from judging import run_judged
 from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
@@ -103,7 +104,7 @@ def test_no_rdma_device_skips(tmp_path, monkeypatch, make):
         root.mkdir()
     monkeypatch.setattr(infiniband, "SYSFS", root)
     with pytest.raises(SkipCheck, match=f"no RDMA device: {root} is empty or missing"):
-        KIND.run(params(), ctx_for(tmp_path))
+        run_judged(KIND, params(), ctx_for(tmp_path))
 
 
 def test_no_rdma_device_is_an_error_when_the_profile_expects_hcas(tmp_path, monkeypatch):
@@ -112,7 +113,7 @@ def test_no_rdma_device_is_an_error_when_the_profile_expects_hcas(tmp_path, monk
     ctx = ctx_for(tmp_path)
     ctx.hardware = {"hca_count": 8}
     with pytest.raises(HarnessError, match=f"profile expects 8 RDMA devices .*found none in {root}") as e:
-        KIND.run(params(), ctx)
+        run_judged(KIND, params(), ctx)
     assert not isinstance(e.value, SkipCheck)
 
 
@@ -123,7 +124,7 @@ def test_real_perftest_without_devices_is_an_error_naming_the_cause(tmp_path):
     ctx = ctx_for(tmp_path)
     with pytest.raises(ToolError, match=r"ib_write_bw server on mlx5_0 exited \(rc 1\) before the client "
                        "started: Unable to find the Infiniband/RoCE device"):
-        KIND.run(params(devices=["mlx5_0"], port=free_port(), ready_s=3), ctx)
+        run_judged(KIND, params(devices=["mlx5_0"], port=free_port(), ready_s=3), ctx)
     (server,) = ctx.tool_runs
     assert server.argv[0] == "ib_write_bw" and server.rc == 1
     assert "Did not detect devices" in (ctx.run_dir / server.stderr_file).read_text()
@@ -132,7 +133,7 @@ def test_real_perftest_without_devices_is_an_error_naming_the_cause(tmp_path):
 @pytest.mark.skipif(REAL_PERFTEST is None, reason="perftest not installed (apt-get install perftest)")
 def test_real_perftest_client_against_a_peer_without_devices(tmp_path):
     with pytest.raises(ToolError, match=r"ib_write_bw on mlx5_0: perftest failed: Did not detect devices"):
-        KIND.run(params(devices=["mlx5_0"], peer="127.0.0.1", port=free_port()), ctx_for(tmp_path))
+        run_judged(KIND, params(devices=["mlx5_0"], peer="127.0.0.1", port=free_port()), ctx_for(tmp_path))
 
 
 # --- pairs through real processes with a stand-in binary ---------------------------------
@@ -147,7 +148,7 @@ def test_every_sysfs_device_is_measured_and_compared(tmp_path, monkeypatch):
     ctx = ctx_for(tmp_path)
     # ready_s: the stand-in servers are Python scripts, slow to listen on a loaded machine (the
     # wait ends as soon as each listens)
-    out = KIND.run(params(bin_dir=str(tmp_path / "bin"), port=free_port(), ready_s=60), ctx)
+    out = run_judged(KIND, params(bin_dir=str(tmp_path / "bin"), port=free_port(), ready_s=60), ctx)
     assert out.problems == ()
     bw = {m.labels["device"]: m.value for m in out.metrics if m.name == "rdma.bw_avg"}
     assert bw == pytest.approx({"mlx5_0": 111.71 / 8, "mlx5_1": 111.71 / 8, "mlx5_2": 111.71 / 8})
@@ -179,7 +180,7 @@ def test_port_error_counters_are_read_before_and_after(tmp_path, monkeypatch):
     monkeypatch.setattr(infiniband, "SYSFS", root)
     write_fake(tmp_path / "bin" / "ib_write_bw", GBITS, log=tmp_path / "log",
                bump={str(counters / "symbol_error"): "3\n"})
-    out = KIND.run(params(bin_dir=str(tmp_path / "bin"), port=free_port()), ctx_for(tmp_path))
+    out = run_judged(KIND, params(bin_dir=str(tmp_path / "bin"), port=free_port()), ctx_for(tmp_path))
     deltas = {m.labels["counter"]: m.value for m in out.metrics if m.name == "ib.error_delta"}
     assert deltas == {"symbol_error": 3, "link_downed": 0, "port_rcv_errors": 0, "port_xmit_wait": 0}
     assert all(m.labels["device"] == "mlx5_0" and m.labels["port"] == 1
@@ -192,13 +193,13 @@ def test_a_completion_error_from_the_client_is_a_tool_error(tmp_path):
     write_fake(tmp_path / "bin" / "ib_write_bw", sample, log=tmp_path / "log", client_rc=1)
     with pytest.raises(ToolError, match="ib_write_bw on mlx5_0: perftest failed: Completion with error at "
                        r"client \(and 2 more error lines\)"):
-        KIND.run(params(devices=["mlx5_0"], bin_dir=str(tmp_path / "bin"), port=free_port()),
+        run_judged(KIND, params(devices=["mlx5_0"], bin_dir=str(tmp_path / "bin"), port=free_port()),
                  ctx_for(tmp_path))
 
 
 def test_results_with_a_nonzero_client_exit_are_invalid(tmp_path):
     write_fake(tmp_path / "bin" / "ib_write_bw", GBITS, log=tmp_path / "log", client_rc=2)
-    out = KIND.run(params(devices=["mlx5_0"], bin_dir=str(tmp_path / "bin"), port=free_port()),
+    out = run_judged(KIND, params(devices=["mlx5_0"], bin_dir=str(tmp_path / "bin"), port=free_port()),
                    ctx_for(tmp_path))
     assert len(out.metrics) == 2
     assert out.problems == ("mlx5_0: client exited with status 2 after printing results",)
@@ -208,7 +209,7 @@ def test_a_hanging_client_times_out_and_nothing_is_left_running(tmp_path):
     log = tmp_path / "log"
     write_fake(tmp_path / "bin" / "ib_write_bw", GBITS, log=log, client_hang=True)
     with pytest.raises(ToolTimeout, match=r"timed out after 1\.5 s; client and server killed"):
-        KIND.run(params(devices=["mlx5_0"], bin_dir=str(tmp_path / "bin"), port=free_port()),
+        run_judged(KIND, params(devices=["mlx5_0"], bin_dir=str(tmp_path / "bin"), port=free_port()),
                  ctx_for(tmp_path, timeout_s=1.5))
     assert gone(int(Path(f"{log}.client.pid").read_text()))
     assert gone(int(Path(f"{log}.mlx5_0.server.pid").read_text()))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from clihelp import harness, run_dirs
+from judging import run_judged
 from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
@@ -67,7 +68,7 @@ def fails(out) -> list[tuple[str, dict, str]]:
 def test_healthy_hgx_matrix_passes_the_h100_profile_shape(tmp_path):
     exe = fake_nvidia_smi(tmp_path, HGX)
     ctx = ctx_for(tmp_path, h100_hardware())
-    out = KIND.run(TopologyParams(binary=str(exe)), ctx)
+    out = run_judged(KIND, TopologyParams(binary=str(exe)), ctx)
     assert out.problems == ()
     assert [(e.metric, e.outcome, e.message, e.source) for e in out.evaluations] == [
         ("topo.nvlinks", Outcome.PASS, "all 28 GPU pairs: >= 18 NVLinks (lowest NV18)",
@@ -83,7 +84,7 @@ def test_healthy_hgx_matrix_passes_the_h100_profile_shape(tmp_path):
 
 def test_one_pair_at_nv12_fails_and_names_the_pair(tmp_path):
     ctx = ctx_for(tmp_path, h100_hardware())
-    out = KIND.run(TopologyParams(file=str(edited(tmp_path, 2, 5, "NV12"))), ctx)
+    out = run_judged(KIND, TopologyParams(file=str(edited(tmp_path, 2, 5, "NV12"))), ctx)
     assert fails(out) == [("topo.nvlinks", {"src": "gpu2", "dst": "gpu5"},
                            "gpu2-gpu5: NV12 (12 NVLinks), expected NV18 or more")]
     (ev,) = [e for e in out.evaluations if e.outcome is Outcome.FAIL]
@@ -95,7 +96,7 @@ def test_one_pair_at_nv12_fails_and_names_the_pair(tmp_path):
 def test_a_pair_at_sys_fails_the_nvlink_count_and_the_path_rule(tmp_path):
     sample = edited(tmp_path, 0, 7, "SYS")
     params = TopologyParams(file=str(sample), gpu_pairs={"nvlinks": 18, "path": ["NV#"]})
-    out = KIND.run(params, ctx_for(tmp_path))
+    out = run_judged(KIND, params, ctx_for(tmp_path))
     assert fails(out) == [
         ("topo.nvlinks", {"src": "gpu0", "dst": "gpu7"}, "gpu0-gpu7: SYS (0 NVLinks), expected NV18 or more"),
         ("topo.path", {"src": "gpu0", "dst": "gpu7", "path": "SYS"}, "gpu0-gpu7: SYS, expected NV#")]
@@ -103,7 +104,7 @@ def test_a_pair_at_sys_fails_the_nvlink_count_and_the_path_rule(tmp_path):
 
 
 def test_real_h100_node_whose_gpus_lack_a_close_nic_fails_naming_each_gpu(tmp_path):
-    out = KIND.run(TopologyParams(file=str(DELLA)), ctx_for(tmp_path, h100_hardware()))
+    out = run_judged(KIND, TopologyParams(file=str(DELLA)), ctx_for(tmp_path, h100_hardware()))
     assert out.problems == ()
     assert [e.outcome for e in out.evaluations if e.metric == "topo.nvlinks"] == [Outcome.PASS]
     assert fails(out) == [
@@ -115,7 +116,7 @@ def test_real_h100_node_whose_gpus_lack_a_close_nic_fails_naming_each_gpu(tmp_pa
 def test_v100_pairs_without_nvlink_fail_the_a100_shape(tmp_path):
     # a real 4 x V100 node: NV3 pairs (0-1, 2-3); the other four pairs are SYS
     params = TopologyParams(file=str(V100), gpu_pairs={"nvlinks": 12})
-    out = KIND.run(params, ctx_for(tmp_path))
+    out = run_judged(KIND, params, ctx_for(tmp_path))
     named = [(lab["src"], lab["dst"]) for _, lab, _ in fails(out)]
     assert named == [("gpu0", "gpu1"), ("gpu0", "gpu2"), ("gpu0", "gpu3"), ("gpu1", "gpu2"), ("gpu1", "gpu3"),
                      ("gpu2", "gpu3")]
@@ -124,11 +125,11 @@ def test_v100_pairs_without_nvlink_fail_the_a100_shape(tmp_path):
 
 def test_numa_expectation(tmp_path):
     good = {f"gpu{i}": (0 if i < 4 else 1) for i in range(8)}
-    out = KIND.run(TopologyParams(file=str(HGX), gpu_numa=good), ctx_for(tmp_path))
+    out = run_judged(KIND, TopologyParams(file=str(HGX), gpu_numa=good), ctx_for(tmp_path))
     assert [(e.outcome, e.message) for e in out.evaluations] == [
         (Outcome.PASS, "all 8 GPUs on their expected NUMA nodes")]
     bad = {**good, "gpu3": 1, "gpu9": 0}
-    out = KIND.run(TopologyParams(file=str(HGX), gpu_numa=bad), ctx_for(tmp_path))
+    out = run_judged(KIND, TopologyParams(file=str(HGX), gpu_numa=bad), ctx_for(tmp_path))
     assert [m for _, _, m in fails(out)] == ["gpu3: NUMA node 0, expected NUMA node 1",
                                              "gpu9: not in the matrix, expected NUMA node 0"]
 
@@ -142,7 +143,7 @@ def test_params_override_the_profile_field_by_field():
 
 
 def test_no_shape_stated_still_reports_the_matrix(tmp_path):
-    out = KIND.run(TopologyParams(file=str(HGX)), ctx_for(tmp_path))
+    out = run_judged(KIND, TopologyParams(file=str(HGX)), ctx_for(tmp_path))
     assert out.evaluations == ()
     assert out.summary.endswith("no expected shape stated (params or profile hardware.topology)")
     assert len([m for m in out.metrics if m.name == "topo.nvlinks"]) == 56
@@ -162,29 +163,29 @@ def test_bad_shapes_are_refused(kw, words):
 def test_without_gpus_skipped_or_error_when_the_profile_expects_them(tmp_path):
     none = {"gpus": [], "nvml": {"reason": "libnvidia-ml.so.1 not found"}}
     with pytest.raises(SkipCheck, match=r"no NVIDIA GPU: libnvidia-ml\.so\.1 not found"):
-        KIND.run(TopologyParams(), ctx_for(tmp_path, inventory=none))
+        run_judged(KIND, TopologyParams(), ctx_for(tmp_path, inventory=none))
     with pytest.raises(HarnessError, match=r"expects 8 x NVIDIA H100 80GB HBM3, found 0 \(libnvidia"):
-        KIND.run(TopologyParams(), ctx_for(tmp_path, h100_hardware(), inventory=none))
+        run_judged(KIND, TopologyParams(), ctx_for(tmp_path, h100_hardware(), inventory=none))
 
 
 def test_bad_input_is_an_error_naming_it(tmp_path):
     with pytest.raises(HarnessError, match=r"topology file .*missing.txt: cannot read"):
-        KIND.run(TopologyParams(file=str(tmp_path / "missing.txt")), ctx_for(tmp_path))
+        run_judged(KIND, TopologyParams(file=str(tmp_path / "missing.txt")), ctx_for(tmp_path))
     junk = tmp_path / "junk.txt"
     junk.write_text("No devices were found\n")
     with pytest.raises(ToolError, match=r"junk.txt: not nvidia-smi topo -m output"):
-        KIND.run(TopologyParams(file=str(junk)), ctx_for(tmp_path))
+        run_judged(KIND, TopologyParams(file=str(junk)), ctx_for(tmp_path))
     exe = fake_nvidia_smi(tmp_path, HGX)
     exe.write_text("#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate' >&2\nexit 9\n")
     with pytest.raises(ToolError, match="exit 9: NVIDIA-SMI has failed"):
-        KIND.run(TopologyParams(binary=str(exe)), ctx_for(tmp_path))
+        run_judged(KIND, TopologyParams(binary=str(exe)), ctx_for(tmp_path))
 
 
 def test_truncated_matrix_is_an_invalid_run(tmp_path):
     text = HGX.read_text()
     cut = tmp_path / "cut.txt"
     cut.write_text(text[: text.index("\nNIC6\t") + 1])
-    out = KIND.run(TopologyParams(file=str(cut)), ctx_for(tmp_path, h100_hardware()))
+    out = run_judged(KIND, TopologyParams(file=str(cut)), ctx_for(tmp_path, h100_hardware()))
     assert out.problems == ("no matrix row for NIC6, NIC7, NIC8, NIC9, NIC10, NIC11 (output truncated)",)
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from clihelp import harness, results, run_dirs, write
+from judging import run_judged
 from pydantic import ValidationError
 from storagehelp import Loops, can_throttle, read_iops_limits
 
@@ -116,7 +117,8 @@ def test_sibling_rule_on_a_real_capture_of_three_devices():
 
 def test_a_target_that_is_not_a_block_device(tmp_path):
     with pytest.raises(ToolError, match="is not a block device"):
-        KIND.run(FioParams.model_validate({"targets": [str(tmp_path)], "jobs": [READ]}), ctx(tmp_path))
+        run_judged(KIND, FioParams.model_validate({"targets": [str(tmp_path)], "jobs": [READ]}),
+                   ctx(tmp_path))
 
 
 @pytest.mark.skipif(Path("/sys/class/block").exists() and any(
@@ -124,9 +126,9 @@ def test_a_target_that_is_not_a_block_device(tmp_path):
 def test_all_nvme_without_nvme_skips_or_errors_as_the_profile_says(tmp_path):
     p = FioParams.model_validate({"targets": "all-nvme", "jobs": [READ]})
     with pytest.raises(SkipCheck, match=r"^no NVMe devices$"):
-        KIND.run(p, ctx(tmp_path))
+        run_judged(KIND, p, ctx(tmp_path))
     with pytest.raises(HarnessError, match="profile expects 8 NVMe devices") as e:
-        KIND.run(p, ctx(tmp_path, hardware={"nvme_count": 8}))
+        run_judged(KIND, p, ctx(tmp_path, hardware={"nvme_count": 8}))
     assert not isinstance(e.value, SkipCheck)
     (cmd,) = KIND.plan(p, {})
     assert "no device to run on" in cmd.note
@@ -137,7 +139,7 @@ def test_all_nvme_without_nvme_skips_or_errors_as_the_profile_says(tmp_path):
 def test_read_only_on_three_devices_labels_every_metric(loops, tmp_path):
     devs = [loops.make() for _ in range(3)]
     c = ctx(tmp_path / "run")
-    out = KIND.run(FioParams.model_validate({"targets": devs, "jobs": [READ]}), c)
+    out = run_judged(KIND, FioParams.model_validate({"targets": devs, "jobs": [READ]}), c)
     assert out.problems == ()
     names = {Path(d).name for d in devs}
     bw = {m.labels["device"]: m for m in out.metrics if m.name == "fio.bw"}
@@ -159,11 +161,11 @@ def test_the_sibling_rule_flags_the_slow_device_and_passes_even_ones(loops, tmp_
     a, b, slow = (loops.make() for _ in range(3))
     p = FioParams.model_validate({"targets": [a, b, slow], "jobs": [READ]})
     with read_iops_limits({a: 400, b: 400, slow: 400}):
-        even = KIND.run(p, ctx(tmp_path / "even"))
+        even = run_judged(KIND, p, ctx(tmp_path / "even"))
     (ev,) = even.evaluations
     assert ev.outcome is Outcome.PASS and ev.metric == "fio.bw" and "within 15%" in ev.message
     with read_iops_limits({a: 400, b: 400, slow: 100}):
-        out = KIND.run(p, ctx(tmp_path / "uneven"))
+        out = run_judged(KIND, p, ctx(tmp_path / "uneven"))
     (ev,) = out.evaluations
     assert ev.outcome is Outcome.FAIL and ev.labels["device"] == Path(slow).name
     assert f"{Path(slow).name} measured" in ev.message and "below the median" in ev.message
@@ -200,18 +202,18 @@ def test_writes_need_both_opt_ins_and_every_device_must_pass_the_guard(loops, tm
     p = FioParams.model_validate({"targets": [a, b], "jobs": [WRITE]})
     for destructive, allow in ((False, True), (True, False)):
         with pytest.raises(GuardRefusal, match=r"refusing to write to .*missing"):
-            KIND.run(p, ctx(tmp_path / "r", destructive, allow))
+            run_judged(KIND, p, ctx(tmp_path / "r", destructive, allow))
     subprocess.run(["mkfs.ext4", "-q", b], check=True, capture_output=True)  # b now holds data
     b_before = head(b)
     with pytest.raises(GuardRefusal, match=rf"refusing to write to {b}: ext4 signature found"):
-        KIND.run(p, ctx(tmp_path / "r", True, True))
+        run_judged(KIND, p, ctx(tmp_path / "r", True, True))
     assert head(a) == ZERO_8M and head(b) == b_before  # one refusal stops all: nothing written
 
 
 def test_writes_with_both_opt_ins_on_blank_devices(loops, tmp_path):
     a, b = loops.make(), loops.make()
     c = ctx(tmp_path / "run", True, True)
-    out = KIND.run(FioParams.model_validate({"targets": [a, b], "jobs": [WRITE]}), c)
+    out = run_judged(KIND, FioParams.model_validate({"targets": [a, b], "jobs": [WRITE]}), c)
     assert out.problems == ()
     assert {(m.labels["device"], m.labels["rw"]) for m in out.metrics if m.name == "fio.bw"} == {
         (Path(a).name, "write"), (Path(b).name, "write")}
@@ -223,4 +225,4 @@ def test_writes_with_both_opt_ins_on_blank_devices(loops, tmp_path):
 def test_small_files_cannot_run_on_devices(loops, tmp_path):
     p = FioParams.model_validate({"targets": [loops.make()], "preset": "small-files"})
     with pytest.raises(ToolError, match="needs a directory target"):
-        KIND.run(p, ctx(tmp_path))
+        run_judged(KIND, p, ctx(tmp_path))

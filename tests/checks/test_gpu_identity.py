@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fakenvml import FakeGpu, install
 
-from harness.checks.gpu_identity import judge, memory_metrics
+from harness.checks.gpu_identity import findings, memory_metrics
 from harness.model import Outcome
 from harness.run import session as app
 
@@ -21,7 +21,7 @@ def gpus(n: int, name: str = "NVIDIA H200", mem: int = H200_BYTES) -> list[dict[
 
 
 def test_a_healthy_h200_node_passes_count_model_and_memory():
-    evs = judge(gpus(8), H200)
+    evs = findings(gpus(8), H200)
     assert [(e.metric, e.outcome) for e in evs] == [("gpu.count", Outcome.PASS), ("gpu.model", Outcome.PASS),
                                                     ("gpu.memory", Outcome.PASS)]
     assert evs[2].message == "every GPU has at least 140.4 GiB (150.8 GB); profile: 131.3 GiB (141.0 GB)"
@@ -32,7 +32,7 @@ def test_a_missing_gpu_a_wrong_model_and_a_small_memory_each_fail_by_name():
     node = gpus(7)
     node[3] = {"index": 3, "name": "NVIDIA H100 80GB HBM3", "memory_bytes": 81559 * 2**20}
     fails = {(e.metric, e.labels.get("gpu")): e.message
-             for e in judge(node, H200) if e.outcome is Outcome.FAIL}
+             for e in findings(node, H200) if e.outcome is Outcome.FAIL}
     assert fails == {
         ("gpu.count", None): "the profile expects 8 GPUs (8 x NVIDIA H200), found 7",
         ("gpu.model", 3): "GPU 3 is NVIDIA H100 80GB HBM3; the profile expects NVIDIA H200 or NVIDIA H200 "
@@ -41,8 +41,8 @@ def test_a_missing_gpu_a_wrong_model_and_a_small_memory_each_fail_by_name():
 
 
 def test_nothing_is_judged_where_the_profile_states_nothing():
-    assert judge(gpus(2), {"models": [], "count": 0, "memory_min_bytes": None}) == []
-    assert judge(gpus(2), {}) == []
+    assert findings(gpus(2), {"models": [], "count": 0, "memory_min_bytes": None}) == []
+    assert findings(gpus(2), {}) == []
 
 
 def test_harness_run_fails_the_gpu_of_another_model(tmp_path: Path, monkeypatch):

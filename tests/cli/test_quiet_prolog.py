@@ -49,7 +49,8 @@ def test_a_failing_gate_prints_the_failure_and_exits_1(tmp_path: Path):
 
 def _eval(metric: str, measured: float | None, unit: str, low: float | None, high: float | None,
           message: str, outcome: Outcome = Outcome.FAIL, **labels: str | int) -> Evaluation:
-    return Evaluation(metric, labels, outcome, "fail", measured, unit, None, low, high, "each", message)
+    return Evaluation(metric=metric, labels=labels, outcome=outcome, severity="fail", measured=measured,
+                      unit=unit, reference=None, low=low, high=high, reduce="each", message=message)
 
 
 def _record(*checks: CheckResult, interrupted: bool = False) -> RunRecord:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from enginehelp import Clock, run_engine
+from judging import run_judged
 
 from harness.checks.base import CheckContext
 from harness.checks.gpu_burn import KIND, GpuBurnParams, build_argv
@@ -84,7 +85,7 @@ def test_kind_with_the_builtin_engine_on_numpy(tmp_path: Path):
     assert build_argv(params)[1:] == ["-m", "harness.engines.burn", "--seconds", "1", "--dtype", "fp32",
                                       "--backend", "numpy", "--size", "32"]
     ctx = CheckContext("b", tmp_path, 60, False, False, {"gpus": [{"index": 0}]}, logging.getLogger("t"))
-    out = KIND.run(params, ctx)
+    out = run_judged(KIND, params, ctx)
     assert out.problems == ()
     (ev,) = out.evaluations
     assert ev.outcome is Outcome.PASS and ev.message == "all 1 GPUs OK, no computation errors"

@@ -72,7 +72,7 @@ def _names(inv):
 
 
 def test_gpu_count_without_nvml_is_the_pci_count_or_unknown_never_zero():
-    from harness.checks.inventory import unknown_evaluations
+    from harness.checks.inventory import unknown_findings
 
     why = "8 NVIDIA GPUs on the PCI bus but NVML not loadable: is the driver loaded? (x)"
     bus = [{"pci_bus_id": f"0000:{i:02x}:00.0", "device_id": "0x2330"} for i in range(8)]
@@ -81,21 +81,21 @@ def test_gpu_count_without_nvml_is_the_pci_count_or_unknown_never_zero():
     unread = {"gpus": [], "pci_gpus": [], "unknown": {"gpus": "NVML not loadable: x",
                                                        "pci_gpus": "/sys/bus/pci/devices not readable"}}
     assert "gpu.count" not in _names(unread)
-    (ev,) = unknown_evaluations(unread, {"gpu": {"count": 8}})
+    (ev,) = unknown_findings(unread, {"gpu": {"count": 8}})
     assert ev.metric == "gpu.count" and ev.outcome.value == "error"
     assert ev.message == "not measured: NVML not loadable: x"
-    assert unknown_evaluations(unread, {"gpu": {"count": 0}}) == ()  # generic: nothing expected
+    assert unknown_findings(unread, {"gpu": {"count": 0}}) == ()  # generic: nothing expected
     cpu_only = {"gpus": [], "pci_gpus": [], "unknown": {"gpus": "NVML not loadable: x"}}
     assert _names(cpu_only)["gpu.count"] == 0  # the bus was read: no GPU is a fact
 
 
 def test_nvme_count_when_lsblk_failed_is_unknown():
-    from harness.checks.inventory import unknown_evaluations
+    from harness.checks.inventory import unknown_findings
 
     inv = {"block_devices": [], "unknown": {"block_devices": "lsblk failed (exit status 1): boom"}}
     names = {m.name for m in metrics_from(inv)}
     assert "host.nvme_count" not in names and "host.block_devices" not in names
-    (ev,) = unknown_evaluations(inv, {"nvme_count": 8})
+    (ev,) = unknown_findings(inv, {"nvme_count": 8})
     assert ev.metric == "host.nvme_count" and ev.message == "not measured: lsblk failed (exit status 1): boom"
     assert _names({"block_devices": []})["host.nvme_count"] == 0  # lsblk ran and listed none
 

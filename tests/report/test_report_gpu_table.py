@@ -24,15 +24,17 @@ def burn_metrics() -> list[Metric]:
 
 
 def fail(metric: str, gpu: int, outcome: Outcome = Outcome.FAIL, **labels: str) -> Evaluation:
-    return Evaluation(metric, {"gpu": gpu, **labels}, outcome, "fail", 1.0, "%", None, None, 5.0, "each",
-                      "out", None, "p")
+    return Evaluation(metric=metric, labels={"gpu": gpu, **labels}, outcome=outcome, severity="fail",
+                      measured=1.0, unit="%", reference=None, low=None, high=5.0, reduce="each",
+                      message="out", source="p")
 
 
 def test_one_row_per_gpu_with_the_failed_and_warned_cells_marked():
     t = gpu_table(burn_metrics(), [fail("gpu.throttle_pct", 2, reason="power_cap"),
                                    fail("gpu_burn.tflops", 2, Outcome.WARN),
-                                   Evaluation("gpu.temp_max", {}, Outcome.PASS, "fail", 84.0, "C", None,
-                                              None, None, "max", "ok", None, "p")])
+                                   Evaluation(metric="gpu.temp_max", labels={}, outcome=Outcome.PASS,
+                                              severity="fail", measured=84.0, unit="C", reference=None,
+                                              low=None, high=None, reduce="max", message="ok", source="p")])
     assert t is not None and t.headers == ("TFLOPS", "Temp max", "Throttled")
     (g0, s0, c0), _, (g2, s2, c2) = t.rows
     assert (g0, s0, [c.state for c in c0]) == (0, "", ["", "", ""])

@@ -98,8 +98,9 @@ def test_failed_check_without_failing_evaluation_still_fails() -> None:
 
 def test_control_characters_stripped_and_hostile_text_round_trips() -> None:
     bad = "a\x00b\x07c\x1bd\x0be\ufffef" + samples.EVIL
-    ev = Evaluation("gpu.xid", {"gpu": bad}, Outcome.FAIL, "fail", 3.0, "count", None, None, 0.0, "each",
-                    bad)
+    ev = Evaluation(metric="gpu.xid", labels={"gpu": bad}, outcome=Outcome.FAIL, severity="fail",
+                    measured=3.0, unit="count", reference=None, low=None, high=0.0, reduce="each",
+                    message=bad)
     checks = (CheckResult("c" + bad, "k", Status.ERRORED, bad, problems=(bad,)),
               CheckResult("d", "k", Status.FAILED, evaluations=(ev,)),
               CheckResult("e", "k", Status.SKIPPED, bad))

@@ -49,8 +49,9 @@ def power_check(run_dir: Path, *, estimated: bool = False, lost: bool = False) -
         "power", "power_headroom", Status.FAILED if lost else Status.PASSED, "peak", "2024-05-01T10:00:00Z",
         20.0, metrics=(Metric("power.node_peak", peak, "W"), Metric("power.headroom_pct", head, "%"),
                        Metric("power.usable_capacity", 13200.0, "W")),
-        evaluations=(Evaluation("power.headroom_pct", {}, Outcome.PASS, "fail", head, "%", None, 20.0, None,
-                                "each", "ok", None, "dgx-h100"),),
+        evaluations=(Evaluation(metric="power.headroom_pct", labels={}, outcome=Outcome.PASS,
+                                severity="fail", measured=head, unit="%", reference=None, low=20.0,
+                                high=None, reduce="each", message="ok", source="dgx-h100"),),
         details={"power": {"file": str(path.relative_to(run_dir))},
                  "psus": power_series.power.psu_table(ticks)})
 

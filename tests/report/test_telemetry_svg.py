@@ -9,7 +9,7 @@ from pathlib import Path
 from harness.model import CheckResult, Status
 from harness.report import telemetry_svg
 from harness.run import sampler as telemetry
-from harness.run.sampler import Series
+from harness.series.telemetry import Series
 
 PC = 0x4
 

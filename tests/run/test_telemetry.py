@@ -1,5 +1,5 @@
-"""Telemetry: the real sampler thread over the NVML edge (fake pynvml, tests only), the pure
-derivation on synthetic series and on real nvidia-smi readings, and the runner's hook."""
+"""Telemetry alongside a check: the real sampler thread over the NVML edge (fake pynvml, tests only),
+saving the series, and the runner's hook. The pure series code: tests/series/test_telemetry_series.py."""
 
 from __future__ import annotations
 
@@ -12,28 +12,14 @@ from pathlib import Path
 
 import pytest
 from fakenvml import POWER_CAP, FakeGpu, install
+from telemetryhelp import SYNTH, metric
 
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
-from harness.model import Metric, Outcome
-from harness.parsers import clockreasons, nvsmi, nvsmi_csv
+from harness.model import Metric
 from harness.platform import nvml
 from harness.run import sampler as telemetry
-from harness.run.sampler import Sampler, Series
+from harness.run.sampler import Sampler
 from harness.series import telemetry as telemetry_metrics
-
-DATA = Path(__file__).parents[1] / "data" / "nvidia-smi"
-
-
-def series(t, gpus, lost=None, period=1.0) -> Series:
-    return Series(period, tuple(t), {g: {k: tuple(v) for k, v in cols.items()} for g, cols in gpus.items()},
-                  lost or {})
-
-
-def metric(ms, name, gpu, **labels) -> float:
-    (m,) = [m for m in ms if m.name == name and m.labels.get("gpu") == gpu
-            and all(m.labels.get(k) == v for k, v in labels.items())]
-    return m.value
-
 
 # ---------------------------------------------------------------- the sampler thread
 
@@ -91,108 +77,11 @@ def test_sampler_stops_cleanly_when_nvml_breaks():
     assert out.t == () and s.error == "RuntimeError: driver unloaded"
 
 
-# ---------------------------------------------------------------- derivation (pure)
-
-PC, HT = clockreasons.BITS["power_cap"], clockreasons.BITS["hw_thermal"]
-SYNTH = series([0, 1, 2, 3, 4], {
-    0: {"temp": [60, 65, 70, 68, 66], "mem_temp": [50, 52, None, 55, 54], "power": [300, 400, 500, 400, 300],
-        "energy_mj": [1_000_000, 1_400_000, 1_900_000, 2_300_000, 2_600_000],
-        "sm_clock": [1980, 1980, 1700, 1980, 1980], "util": [100, 100, 100, 100, 100],
-        "reasons": [0, PC, PC | HT, 0, clockreasons.BITS["idle"]], "pcie_gen": [4, 5, 5, 5, 5],
-        "pcie_gen_max": [5] * 5, "pcie_width": [16] * 5, "pcie_width_max": [16] * 5,
-        "pcie_replays": [0, 0, 1, 3, 3], "ecc_uncorrected": [0] * 5, "ecc_corrected": [2, 2, 2, 2, 5]},
-    1: {"temp": [40] * 5, "power": [100.0] * 5, "energy_mj": [None] * 5, "util": [0] * 5,
-        "reasons": [None] * 5},
-})
-
-
-def test_derive_per_gpu_metrics_from_a_synthetic_series():
-    ms = telemetry_metrics.derive(SYNTH)
-    assert metric(ms, "gpu.temp_max", 0) == 70 and metric(ms, "gpu.mem_temp_max", 0) == 55
-    assert metric(ms, "gpu.power_mean", 0) == 380 and metric(ms, "gpu.power_max", 0) == 500
-    assert metric(ms, "gpu.sm_clock_mean", 0) == 1924
-    assert metric(ms, "gpu.energy", 0) == 1600.0  # (2 600 000 - 1 000 000) mJ
-    pct = {m.labels["reason"]: m.value for m in ms if m.name == "gpu.throttle_pct" and m.labels["gpu"] == 0}
-    assert pct == {"power_cap": 40.0, "hw_slowdown": 0.0, "hw_thermal": 20.0, "hw_power_brake": 0.0,
-                   "sw_thermal": 0.0, "thermal": 20.0, "any": 40.0}  # idle is not throttling
-    assert metric(ms, "gpu.pcie_gen", 0, which="current") == 5
-    assert metric(ms, "gpu.pcie_gen", 0, which="max") == 5
-    assert metric(ms, "gpu.pcie_replays", 0) == 3
-    assert metric(ms, "gpu.ecc_corrected", 0, scope="during_check") == 3
-    assert metric(ms, "gpu.ecc_uncorrected", 0, scope="during_check") == 0
-    assert {m.unit for m in ms if m.name == "gpu.energy"} == {"J"}
-    # GPU 1: no energy counter -> power integrated over 4 s; no reasons known -> no throttle metrics
-    assert metric(ms, "gpu.energy", 1) == 400.0
-    assert not [m for m in ms if m.name == "gpu.throttle_pct" and m.labels["gpu"] == 1]
-    assert not [m for m in ms if m.name == "gpu.lost"]
-
-
-def _series_from_readings(masks: list[int]) -> Series:
-    return series([0.0], {g: {"reasons": [m]} for g, m in enumerate(masks)})
-
-
-def test_derive_on_real_nvidia_smi_clock_event_readings():
-    # query-gpu CSV from 2 RTX PRO 6000: clocks_event_reasons.active = 0x0000000000000004 (SW power cap)
-    name = "query-gpu_csv_2x_rtx_pro_6000_throttle_alias_renamed_to_clocks_event_reasons.csv"
-    r = nvsmi_csv.parse((DATA / name).read_text())
-    masks = []
-    for g in (0, 1):
-        active = {m.labels["reason"]: m.value == 1 for m in r.metrics
-                  if m.name == "gpu.clocks_event" and m.labels["gpu"] == g}
-        masks.append(clockreasons.encode(active))
-    assert masks == [0x4, 0x4]
-    ms = telemetry_metrics.derive(_series_from_readings(masks))
-    assert metric(ms, "gpu.throttle_pct", 1, reason="power_cap") == 100.0
-    assert metric(ms, "gpu.throttle_pct", 1, reason="thermal") == 0.0
-    # H200 `nvidia-smi -q`: only "Idle: Active" -> mask 0x1, which is not throttling
-    h200 = nvsmi.parse((DATA / "nvidia-smi_-q_h200_550.90.12.txt").read_text())
-    ms = telemetry_metrics.derive(_series_from_readings([h200.details["gpus"][0]["mask"]]))
-    assert metric(ms, "gpu.throttle_pct", 0, reason="any") == 0.0
-
-
-def test_decode_documented_bits():
-    assert clockreasons.decode(0x4 | 0x40 | 0x1) == ("idle", "power_cap", "hw_thermal")
-    assert clockreasons.parse_mask("0x0000000000000004") == 4 and clockreasons.parse_mask("[N/A]") is None
-    assert clockreasons.GROUPS["any"] == 0x4 | 0x8 | 0x20 | 0x40 | 0x80
-
-
-def test_link_judged_only_while_busy():
-    s = series([0, 1, 2], {
-        0: {"util": [100, 100, 100], "pcie_gen": [4, 4, 4], "pcie_gen_max": [5] * 3, "pcie_width": [8] * 3,
-            "pcie_width_max": [16] * 3},
-        1: {"util": [0, 0, 0], "pcie_gen": [1] * 3, "pcie_gen_max": [5] * 3, "pcie_width": [16] * 3,
-            "pcie_width_max": [16] * 3},
-        2: {"util": [10, 95, 97], "pcie_gen": [1, 5, 5], "pcie_gen_max": [5] * 3, "pcie_width": [16] * 3,
-            "pcie_width_max": [16] * 3}})
-    evs = telemetry_metrics.judge(s)
-    fail = [e for e in evs if e.outcome is Outcome.FAIL]
-    assert [(e.metric, e.labels, e.measured, e.low) for e in fail] == [
-        ("gpu.pcie_gen", {"gpu": 0, "which": "current"}, 4.0, 5.0)]
-    assert fail[0].message == ("PCIe link trained down: Gen4 x8 of Gen5 x16 while busy (3 samples at >= 50% "
-                               "utilisation)")
-    (ok,) = [e for e in evs if e.outcome is Outcome.PASS]
-    assert ok.message == "1 busy GPU(s) at their maximum PCIe link (Gen5 x16)"  # GPU 1 idle: not judged
-
-
-def test_lost_gpu_is_a_failed_measurement():
-    s = series([0, 1], {0: {"temp": [50, None]}}, lost={0: (0.5, "GPU is lost: GPU is lost")})
-    assert metric(telemetry_metrics.derive(s), "gpu.lost", 0) == 1.0
-    (e,) = telemetry_metrics.judge(s)
-    assert e.outcome is Outcome.FAIL and e.message == "GPU 0 stopped answering NVML 0.5 s into the check: " \
-                                                      "GPU is lost: GPU is lost"
-
-
-def test_throttle_intervals():
-    s = series([0, 1, 2, 3, 4], {0: {"reasons": [0, PC, PC, 0, PC]}})
-    assert telemetry_metrics.intervals(s, 0, PC) == [(1, 3), (4, 5)]
-    assert telemetry_metrics.intervals(s, 0, HT) == []
-
-
 def test_series_round_trip_and_numbered_files(tmp_path: Path):
     p1 = telemetry.save(SYNTH, tmp_path)
     p2 = telemetry.save(SYNTH, tmp_path)
     assert (p1.name, p2.name) == ("telemetry.json", "telemetry-2.json")
-    back = telemetry.load(p1)
+    back = telemetry_metrics.load(p1)
     assert back.t == SYNTH.t and back.column(0, "reasons") == SYNTH.column(0, "reasons")
     assert "reasons" not in json.loads(p1.read_text())["gpus"]["1"]  # all-None columns are not stored
 

@@ -10,10 +10,13 @@ def record(node: str, bw: float, *, errors: int = 0, min_bw: float = 50.0, cpus:
            check_status: Status | None = None, finished: bool = True) -> RunRecord:
     """A node's run: app.bw (higher is better, >= min_bw) and app.errors (<= 0)."""
     evs = (
-        Evaluation("app.bw", {"gpu": 0}, Outcome.PASS if bw >= min_bw else Outcome.FAIL, "fail", bw, "GB/s",
-                   None, min_bw, None, "each", "" if bw >= min_bw else f"{bw} < {min_bw}", None, "suite"),
-        Evaluation("app.errors", {}, Outcome.PASS if errors == 0 else Outcome.FAIL, "fail", float(errors),
-                   "count", None, None, 0.0, "each", "", None, "suite"),
+        Evaluation(metric="app.bw", labels={"gpu": 0},
+                   outcome=Outcome.PASS if bw >= min_bw else Outcome.FAIL, severity="fail", measured=bw,
+                   unit="GB/s", reference=None, low=min_bw, high=None, reduce="each",
+                   message="" if bw >= min_bw else f"{bw} < {min_bw}", source="suite"),
+        Evaluation(metric="app.errors", labels={}, outcome=Outcome.PASS if errors == 0 else Outcome.FAIL,
+                   severity="fail", measured=float(errors), unit="count", reference=None, low=None,
+                   high=0.0, reduce="each", message="", source="suite"),
     )
     failed = any(e.outcome is Outcome.FAIL for e in evs)
     app = CheckResult("app", "command", check_status or (Status.FAILED if failed else Status.PASSED),

@@ -17,8 +17,9 @@ def _ev(metric: str, outcome: Outcome, measured: float | None, unit: str, *, ref
         low: float | None = None, high: float | None = None, labels: dict | None = None,
         severity: str = "fail", reduce: str = "each", message: str = "", xfail: str | None = None,
         source: str = "profile h100-sxm5") -> Evaluation:
-    return Evaluation(metric, labels or {}, outcome, severity, measured, unit, ref, low, high, reduce,
-                      message, xfail, source)
+    return Evaluation(metric=metric, labels=labels or {}, outcome=outcome, severity=severity,
+                      measured=measured, unit=unit, reference=ref, low=low, high=high, reduce=reduce,
+                      message=message, xfail=xfail, source=source)
 
 
 def inventory(host: str = "gpu-node-017") -> dict:
