@@ -412,4 +412,5 @@ KIND = CheckKind(
     needs=frozenset({"fio"}),
     estimate_s=estimate_s,
     own_rules=own_rules,
+    loads_node=True,
 )
