@@ -14,6 +14,7 @@ import select
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -151,10 +152,12 @@ def popen(argv: Sequence[str], *, stdout: Any, stderr: Any, env: Mapping[str, st
     return p
 
 
-def reap(p: subprocess.Popen[bytes], argv: Sequence[str]) -> None:
-    """Kill what is left of a tool (its group and every process carrying its token); untrack it."""
+def reap(p: subprocess.Popen[bytes], argv: Sequence[str]) -> bool:
+    """Kill what is left of a tool (its group and every process carrying its token); untrack it.
+
+    False when the tool outlived SIGKILL and was abandoned to a reaper thread."""
     try:
-        _kill_group(p)
+        return _kill_group(p)
     finally:
         with _lock:
             _active.discard(p)
@@ -343,26 +346,26 @@ def capture_rc(argv: Sequence[str], timeout: float = 30.0) -> tuple[int, str, st
     """Run a quick query tool; return (rc, stdout, stderr); rc -1 when it was killed.
 
     Bounded: at most `timeout` (cut to the check's remaining time, see deadline()), then the
-    kill and at most KILL_GRACE_S for the output; a probe that does not die is abandoned."""
+    kill, whose wait is bounded too. Output goes to unnamed files, not pipes, so a descendant
+    that keeps them open cannot hold the call; a probe that does not die is abandoned."""
     argv = tuple(str(a) for a in argv)
     limit = remaining(timeout)
-    p = popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    shown = " ".join(argv)
-    try:
-        out, err = p.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        reap(p, argv)
-        why = f"`{shown}` timed out after {limit or 0:g}s"
-        if p.returncode is None:
-            return -1, "", f"{why} and did not exit after SIGKILL (abandoned: a hung device?)"
-        try:  # a descendant may still hold the pipes: never wait on them for long
-            out, _ = p.communicate(timeout=KILL_GRACE_S)
-        except (subprocess.TimeoutExpired, ValueError, OSError):
-            _abandon(p)
-            out = b""
-        return -1, out.decode(errors="replace"), why
-    except BaseException:
-        reap(p, argv)
-        raise
-    reap(p, argv)
-    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = popen(argv, stdout=out, stderr=err)
+        timed_out = False
+        try:
+            _wait(p, limit)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            reaped = reap(p, argv)
+        texts = []
+        for f in (out, err):
+            f.seek(0)
+            texts.append(f.read().decode(errors="replace"))
+    if timed_out:
+        why = f"`{' '.join(argv)}` timed out after {limit or 0:g}s"
+        if not reaped:
+            why += " and did not exit after SIGKILL (abandoned: a hung device?)"
+        return -1, texts[0], why
+    return p.returncode, texts[0], texts[1]

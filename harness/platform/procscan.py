@@ -69,12 +69,16 @@ def cmdline(pid: int) -> tuple[str, ...]:
 
 
 def has_token(pid: int, token: str) -> bool:
-    """True when `pid`'s environment holds HARNESS_RUN_TOKEN=token."""
+    """True when `pid`'s HARNESS_RUN_TOKEN holds `token` (a nested run's: 'inner:outer')."""
     try:
         env = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
         return False
-    return f"{TOKEN_VAR}={token}".encode() in env.split(b"\0")
+    prefix = f"{TOKEN_VAR}=".encode()
+    for entry in env.split(b"\0"):
+        if entry.startswith(prefix):
+            return token.encode() in entry[len(prefix):].split(b":")
+    return False
 
 
 def marked(tokens: Iterable[str], since: int = 0) -> list[ProcInfo]:
