@@ -26,25 +26,34 @@ class ProcInfo:
     state: str
     pgrp: int
     start: int  # clock ticks after boot
-    uid: int = -1  # real uid; -1 when unknown
+    uid: int = -1  # owner (the uid of /proc/PID); -1 when unknown
 
     @property
     def alive(self) -> bool:
         return self.state not in ("Z", "X")
 
 
-def proc_info(pid: int) -> ProcInfo | None:
-    """The process `pid`, or None when there is none."""
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, process group, start time) from /proc/PID/stat, or None."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-        uid = os.stat(f"/proc/{pid}").st_uid
     except (OSError, ValueError):
         return None
     rest = stat[stat.rfind(")") + 2:].split()  # comm may hold spaces and parentheses
     try:
-        return ProcInfo(pid, rest[0], int(rest[2]), int(rest[19]), uid)
+        return rest[0], int(rest[2]), int(rest[19])
     except (IndexError, ValueError):
         return None
+
+
+def proc_info(pid: int) -> ProcInfo | None:
+    """The process `pid`, or None when there is none."""
+    fields = _stat(pid)
+    try:
+        uid = os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+    return None if fields is None else ProcInfo(pid, *fields, uid)
 
 
 def all_procs() -> Iterator[ProcInfo]:
@@ -86,11 +95,18 @@ def marked(tokens: Iterable[str], since: int = 0) -> list[ProcInfo]:
     wanted = [t for t in tokens if t]
     if not wanted:
         return []
-    me = os.getuid()
+    me, mine = os.geteuid(), os.getpid()
     found = []
-    for p in all_procs():
-        if p.alive and p.uid == me and p.start >= since and p.pid != os.getpid() \
-                and any(has_token(p.pid, t) for t in wanted):
+    try:
+        pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
+    except OSError:
+        return []
+    for pid in pids:
+        fields = _stat(pid)  # cheap filters first: most processes are older than the tool
+        if fields is None or fields[2] < since or fields[0] in ("Z", "X") or pid == mine:
+            continue
+        p = proc_info(pid)
+        if p is not None and p.alive and p.uid == me and any(has_token(pid, t) for t in wanted):
             found.append(p)
     return found
 
