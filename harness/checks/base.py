@@ -161,6 +161,14 @@ class CheckKind:
     # The verdicts built into the kind (FAULTY GPUs, a failed DCGM test), as one line each for
     # --dry-run, given the params and the profile's hardware block.
     verdicts: Callable[[Any, Mapping[str, Any]], Sequence[str]] | None = None
+    # Whether the kind puts load on the node (burn, fio, traffic): a run with such a check takes
+    # the node's run lock exclusively; read-only kinds (audit, inventory, health reads) share it.
+    # A callable decides from the params (`command` takes `loads_node: false`).
+    loads_node: bool | Callable[[Any], bool] = True
+
+    def loads(self, params: Any) -> bool:
+        """True when a check of this kind with these params loads the node."""
+        return self.loads_node(params) if callable(self.loads_node) else self.loads_node
 
     def with_profile(self, params: Any, hardware: Mapping[str, Any]) -> Any:
         """`params` completed from the profile (unchanged when the kind takes nothing from it)."""

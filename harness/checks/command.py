@@ -68,6 +68,8 @@ class CommandParams(Params):
     env: dict[str, str] = Field(default_factory=dict, description="extra environment variables")
     expect_rc: list[int] = Field(default_factory=lambda: [0])
     metrics: list[Extractor] = Field(default_factory=list)
+    loads_node: bool = Field(True, description="false for a read-only command (df, a config "
+                             "read): then it runs beside other read-only runs, e.g. in a prolog")
 
 
 def extract_metrics(params: CommandParams, stdout: str, stderr: str) -> tuple[list[Metric], list[str]]:
@@ -126,4 +128,5 @@ KIND = CheckKind(
     run=run,
     plan=plan,
     declared_metrics=declared,
+    loads_node=lambda p: p.loads_node,
 )

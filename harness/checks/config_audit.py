@@ -110,4 +110,5 @@ KIND = CheckKind(
     run=run,
     plan=plan,
     estimate_s=lambda _p: 3.0,
+    loads_node=False,
 )

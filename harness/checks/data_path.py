@@ -321,5 +321,6 @@ KIND = CheckKind(
     run=run,
     plan=plan,
     estimate_s=estimate_s,
+    loads_node=True,
 )
 

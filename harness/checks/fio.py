@@ -12,7 +12,8 @@ named job set (checks/fio_presets).
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
@@ -295,14 +296,19 @@ def run(params: FioParams, ctx: CheckContext) -> CheckOutput:
         return fio_medium.flag(result, fio_medium.directory_problems(params.jobs, str(work), FILE_SIZE))
 
 
-def check_device_targets(params: FioParams, ctx: CheckContext, devices: Sequence[str]) -> None:
-    """Refuse before anything runs: file-only jobs, or writes without both opt-ins and the guard."""
+@contextmanager
+def check_device_targets(params: FioParams, ctx: CheckContext, devices: Sequence[str]) -> Iterator[None]:
+    """Refuse before anything runs: file-only jobs, or writes without both opt-ins and the guard.
+
+    Writing jobs run inside the block while the guard holds every device exclusively
+    (blockdev.claim), so nothing can mount or mkfs one meanwhile."""
     needs_files = [j.name for j in params.jobs if j.files]
     if needs_files:
         raise ToolError(f"fio jobs {', '.join(needs_files)} use files of their own (nrfiles/"
                         "filesize, e.g. preset small-files), which needs a directory target")
     writers = [j.name for j in params.jobs if j.writes]
     if not writers:
+        yield
         return
     shown = ", ".join(devices)
     missing = [half for half, ok in (("`destructive: true` in the suite", ctx.destructive),
@@ -310,21 +316,23 @@ def check_device_targets(params: FioParams, ctx: CheckContext, devices: Sequence
     if missing:
         raise GuardRefusal(f"refusing to write to {shown} (jobs {', '.join(writers)}): "
                            f"missing {' and '.join(missing)}; {DESTRUCTIVE_HINT}")
-    refusals = []
-    for dev in devices:
-        try:
-            blockdev.check_writable(dev)
-        except GuardRefusal as e:
-            refusals.append(str(e))
-    if refusals:  # one refused device stops them all: nothing has been written yet
-        raise GuardRefusal("; ".join(refusals))
+    with ExitStack() as held:
+        refusals = []
+        for dev in devices:
+            try:
+                held.enter_context(blockdev.claim(dev))
+            except GuardRefusal as e:
+                refusals.append(str(e))
+        if refusals:  # one refused device stops them all: nothing has been written yet
+            raise GuardRefusal("; ".join(refusals))
+        yield
 
 
 def _run_device(params: FioParams, ctx: CheckContext, device: str) -> CheckOutput:
-    check_device_targets(params, ctx, [device])
-    out = _output(ctx)
-    result = _execute(params, ctx, out, build_argv(params, output=str(out), device=device), device,
-                      {"device": blockdev.describe(device)})
+    with check_device_targets(params, ctx, [device]):
+        out = _output(ctx)
+        result = _execute(params, ctx, out, build_argv(params, output=str(out), device=device), device,
+                          {"device": blockdev.describe(device)})
     return fio_medium.flag(result, fio_medium.device_problems([device]))
 
 
@@ -414,4 +422,5 @@ KIND = CheckKind(
     needs=frozenset({"fio"}),
     estimate_s=estimate_s,
     own_rules=own_rules,
+    loads_node=True,
 )

@@ -84,12 +84,12 @@ def run(params: fio.FioParams, ctx: CheckContext) -> CheckOutput:
     devices, excluded = resolve(params)
     if not devices:
         _nothing_to_run(params, ctx, excluded)
-    fio.check_device_targets(params, ctx, devices)
-    out = fio._output(ctx)
-    ctx.progress(f"fio on {len(devices)} devices at once")
-    extra = {"devices": [blockdev.describe(d) for d in devices], "excluded": excluded}
-    result = fio._execute(params, ctx, out, build_argv(params, output=str(out), devices=devices),
-                          ", ".join(devices), extra)
+    with fio.check_device_targets(params, ctx, devices):  # the guard holds them while fio runs
+        out = fio._output(ctx)
+        ctx.progress(f"fio on {len(devices)} devices at once")
+        extra = {"devices": [blockdev.describe(d) for d in devices], "excluded": excluded}
+        result = fio._execute(params, ctx, out, build_argv(params, output=str(out), devices=devices),
+                              ", ".join(devices), extra)
     metrics = tuple(relabel(m) for m in result.metrics)
     checked = CheckOutput(metrics, result.problems, result.details, summary(metrics))
     return fio_medium.flag(checked, fio_medium.device_problems(devices))

@@ -229,4 +229,5 @@ KIND = CheckKind(
     needs=frozenset({"gpu"}),
     declared_metrics=declared,
     own_rules=own_rules,
+    loads_node=True,
 )

@@ -299,4 +299,5 @@ KIND = CheckKind(
     estimate_s=estimate_s,
     own_rules=own_rules,
     verdicts=verdicts,
+    loads_node=True,
 )

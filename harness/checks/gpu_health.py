@@ -258,4 +258,5 @@ KIND = CheckKind(
     estimate_s=lambda _p: 2.0,
     profile_defaults=profile_defaults,
     verdicts=verdicts,
+    loads_node=False,
 )

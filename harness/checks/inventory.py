@@ -121,4 +121,5 @@ KIND = CheckKind(
                             "host.block_devices", "host.nvme_count", "host.nics_up", "gpu.count"]),
     run=run,
     plan=plan,
+    loads_node=False,
 )

@@ -153,4 +153,5 @@ KIND = CheckKind(
     plan=plan,
     needs=frozenset(),
     estimate_s=estimate_s,
+    loads_node=True,
 )

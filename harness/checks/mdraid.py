@@ -71,4 +71,5 @@ KIND = CheckKind(
                             "md.disks_failed", "md.disks_spare", "md.sync_pct"]),
     run=run,
     plan=plan,
+    loads_node=False,
 )

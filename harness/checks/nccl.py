@@ -197,4 +197,5 @@ KIND = CheckKind(
     run=run,
     plan=plan,
     needs=frozenset({"gpu"}),
+    loads_node=True,
 )

@@ -201,4 +201,5 @@ KIND = CheckKind(
     plan=plan,
     estimate_s=lambda p: p.window,
     own_rules=own_rules,
+    loads_node=False,
 )

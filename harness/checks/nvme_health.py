@@ -173,4 +173,5 @@ KIND = CheckKind(
     run=run,
     plan=plan,
     declared_metrics=lambda p: catalog.subset(["disk.smart_passed"]) if p.tool == "smartctl" else {},
+    loads_node=False,
 )

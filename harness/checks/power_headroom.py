@@ -406,4 +406,5 @@ KIND = CheckKind(
     run=run,
     plan=plan,
     estimate_s=estimate_s,
+    loads_node=True,
 )

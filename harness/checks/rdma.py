@@ -254,4 +254,5 @@ KIND = CheckKind(
     run=run,
     plan=plan,
     own_rules=own_rules,
+    loads_node=True,
 )

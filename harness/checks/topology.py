@@ -261,4 +261,5 @@ KIND = CheckKind(
     metrics=catalog.subset(["topo.nvlinks", "topo.path", "topo.nic_rank", "topo.numa_node"]),
     run=run,
     plan=plan,
+    loads_node=False,
 )

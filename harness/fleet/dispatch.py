@@ -15,6 +15,7 @@ Slurm forgets finished jobs after MinJobAge. sacct is not used: with accounting_
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 import time
@@ -53,8 +54,24 @@ def _age_s(iso: str, now: float) -> float:
     return now - t
 
 
+# A node name becomes a directory (DIR/nodes/<node>) and a job name: a host name, nothing else.
+_NODE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def check_node_name(node: str) -> str:
+    """`node` when it is a host name (letters, digits, '-', '_', '.'; no leading '.'/'-', no '..',
+    at most 253 characters); UsageError naming it otherwise, before any file is written."""
+    if len(node) > 253 or not _NODE_NAME.fullmatch(node) or ".." in node:
+        raise UsageError(f"--nodes: {node!r} is not a node name (a host name: letters, digits, "
+                         "'-', '_' and '.', not starting with '.' or '-', no '/' or '..', "
+                         "at most 253 characters)")
+    return node
+
+
 def expand_nodes(spec: str) -> list[str]:
-    """A Slurm hostlist ('gpu[001-128],login1') as node names, through ClusterShell's NodeSet."""
+    """A Slurm hostlist ('gpu[001-128],login1') as node names, through ClusterShell's NodeSet.
+
+    Every name must be a host name (check_node_name): a name is a directory under the fleet's."""
     from ClusterShell.NodeSet import NodeSet, NodeSetParseError
 
     try:
@@ -63,7 +80,7 @@ def expand_nodes(spec: str) -> list[str]:
         raise UsageError(f"--nodes {spec!r}: {e}") from e
     if not nodes:
         raise UsageError("--nodes names no node")
-    return nodes
+    return [check_node_name(n) for n in nodes]
 
 
 def fold_nodes(nodes: Sequence[str]) -> str:
@@ -132,6 +149,8 @@ def submit(fleet_dir: Path, suite_name: str, nodes: Sequence[str], opts: JobOpti
     """Write each node's script and submit it; a refused node is recorded, the others go on."""
     if (fleet_dir / layout.MANIFEST).exists():
         raise UsageError(f"{fleet_dir} already holds a fleet run; choose another --output")
+    for node in nodes:  # all of them before the first file is written
+        check_node_name(node)
     jobs: dict[str, NodeJob] = {}
     for node in nodes:
         ndir = layout.node_dir(fleet_dir, node).resolve()

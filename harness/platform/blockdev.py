@@ -1,8 +1,11 @@
 """The data-loss guard: decide whether a block device is safe to overwrite. Never writes.
 
-`check_writable` collects every reason to refuse (mounted, swap, partitions, holders,
-signatures, busy, unprobeable) and raises GuardRefusal naming them. When in doubt it
-refuses: a missing probe tool or a device it cannot open is never taken as blank.
+`claim` opens the device exclusively (O_EXCL: from then on nothing can mount it, mkfs it or
+add it to RAID/LVM), collects every reason to refuse (mounted, swap, partitions, holders,
+signatures at offset 0 and past it, overlapping loop devices, other writers, busy,
+unprobeable) and raises GuardRefusal naming them; otherwise it keeps the claim until the
+block ends, so the write runs under it (fio opens without O_EXCL, which the claim allows).
+When in doubt it refuses: a missing probe tool or a device it cannot open is never blank.
 """
 
 from __future__ import annotations
@@ -11,11 +14,13 @@ import errno
 import json
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
 
 from harness.errors import GuardRefusal, ToolMissing
-from harness.platform import proc
+from harness.platform import blockscan, proc
 
 PROBE_TIMEOUT_S = 30.0
 SYS_DEV_BLOCK = Path("/sys/dev/block")
@@ -36,6 +41,15 @@ def resolve(path: str | Path) -> Path:
 
 def check_writable(device: str | Path) -> None:
     """Raise GuardRefusal unless `device` is an unused block device without any signature."""
+    with claim(device):
+        pass
+
+
+@contextmanager
+def claim(device: str | Path) -> Iterator[Path]:
+    """Hold `device` exclusively while the block runs; GuardRefusal unless it is safe to write.
+
+    Yields the resolved device path."""
     given = str(device)
     dev = resolve(device)
     shown = str(dev) if str(dev) == given else f"{dev} (from {given})"
@@ -47,19 +61,37 @@ def check_writable(device: str | Path) -> None:
         raise refuse(["it does not exist"])
     if not is_block_device(dev):
         raise refuse(["not a block device"])
-    reasons: list[str] = []
-    sysdir = _sysfs_dir(dev)
-    family = _family(dev, sysdir)  # the device and its partitions: path -> "major:minor"
-    reasons += _mounts(family)
-    reasons += _swaps(family)
-    reasons += _partitions_and_holders(sysdir)
-    reasons += _lsblk(dev)
-    reasons += _exclusive_open(dev)
-    found_by_blkid, blkid_reasons = _blkid(dev)
-    reasons += blkid_reasons
-    reasons += _wipefs(dev, skip_types=found_by_blkid)
-    if reasons:
-        raise refuse(list(dict.fromkeys(reasons)))
+    fd, reasons = _exclusive_open(dev)  # first: nothing can claim it while we look
+    try:
+        sysdir = _sysfs_dir(dev)
+        family = _family(dev, sysdir)  # the device and its partitions: path -> "major:minor"
+        reasons += _mounts(family)
+        reasons += _swaps(family)
+        reasons += _partitions_and_holders(sysdir)
+        reasons += blockscan.loop_overlaps(sysdir)
+        reasons += blockscan.writers(set(family.values()))
+        reasons += _lsblk(dev)
+        found_by_blkid, blkid_reasons = _blkid(dev)
+        reasons += blkid_reasons
+        reasons += _wipefs(dev, skip_types=found_by_blkid)
+        if fd is not None and sysdir is not None:
+            reasons += blockscan.offset_signatures(dev, _size(sysdir), _block(sysdir), _tool)
+        if reasons:
+            raise refuse(list(dict.fromkeys(reasons)))
+        yield dev
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _size(sysdir: Path) -> int:
+    sectors = _read(sysdir / "size")
+    return int(sectors) * 512 if sectors and sectors.isdigit() else 0
+
+
+def _block(sysdir: Path) -> int:
+    value = _read(sysdir / "queue" / "logical_block_size")
+    return int(value) if value and value.isdigit() else 512
 
 
 def describe(device: str | Path) -> dict[str, Any]:
@@ -215,18 +247,16 @@ def _walk(node: dict[str, Any], found: list[str], top: bool) -> None:
         _walk(child, found, top=False)
 
 
-def _exclusive_open(dev: Path) -> list[str]:
-    """Open O_RDONLY|O_EXCL and close again: EBUSY means a mount, swap or holder claims it."""
+def _exclusive_open(dev: Path) -> tuple[int | None, list[str]]:
+    """Open O_RDONLY|O_EXCL and keep it: EBUSY means a mount, swap or holder claims it."""
     try:
-        fd = os.open(dev, os.O_RDONLY | os.O_EXCL | os.O_CLOEXEC)
+        return os.open(dev, os.O_RDONLY | os.O_EXCL | os.O_CLOEXEC), []
     except OSError as e:
         if e.errno == errno.EBUSY:
-            return ["it is in use (exclusive open: device or resource busy)"]
+            return None, ["it is in use (exclusive open: device or resource busy)"]
         if e.errno in (errno.EACCES, errno.EPERM):
-            return ["cannot be probed: permission denied"]
-        return [f"cannot be probed: open failed: {e.strerror}"]
-    os.close(fd)
-    return []
+            return None, ["cannot be probed: permission denied"]
+        return None, [f"cannot be probed: open failed: {e.strerror}"]
 
 
 def _blkid(dev: Path) -> tuple[set[str], list[str]]:

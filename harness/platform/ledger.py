@@ -3,8 +3,12 @@
 The harness kills its tools' process groups itself, except when it is SIGKILLed (or dies
 otherwise without running its handlers): then a tool such as fio, which runs in its own
 session, keeps running and would disturb the next measurement. While a run is live, every
-tool group is recorded with its leader's start time and the boot id; `reap_stale()` (called
-by --resume and when the run lock is taken) kills exactly those processes and no recycled PID.
+tool group is recorded with its leader's start time, its run token (procscan.py) and the boot
+id; `reap_stale()` (called by --resume and when the run lock is taken) kills exactly those
+processes and no recycled PID: only processes of this user that carry the recorded token, or
+share the group of a leader that still carries it. It acts only on a run directory and ledger
+that this user owns and no one else may write, and removes only scratch directories that are
+still the very ones recorded (device and inode).
 """
 
 from __future__ import annotations
@@ -13,16 +17,18 @@ import json
 import logging
 import os
 import signal
+import stat
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
 from harness.fsutil import atomic_write_json
-from harness.platform import proc, scratch
+from harness.platform import proc, procscan, scratch
+from harness.platform.procscan import ProcInfo, proc_info
+from harness.platform.runlock import trust_problem
 
 RUNNING = ".running"
 GRACE_S = 3.0
@@ -32,39 +38,8 @@ class RunDirBusy(HarnessError):
     """The run directory belongs to a harness process that is still alive."""
 
 
-@dataclass(frozen=True)
-class ProcInfo:
-    """The fields of /proc/PID/stat that identify a process and its group."""
-
-    pid: int
-    state: str
-    pgrp: int
-    start: int  # clock ticks after boot
-
-    @property
-    def alive(self) -> bool:
-        return self.state not in ("Z", "X")
-
-
-def proc_info(pid: int) -> ProcInfo | None:
-    """The process `pid`, or None when there is none."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (OSError, ValueError):
-        return None
-    rest = stat[stat.rfind(")") + 2:].split()  # comm may hold spaces and parentheses
-    try:
-        return ProcInfo(pid, rest[0], int(rest[2]), int(rest[19]))
-    except (IndexError, ValueError):
-        return None
-
-
-def _all_procs() -> Iterator[ProcInfo]:
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            info = proc_info(int(d))
-            if info is not None:
-                yield info
+class UntrustedRunDir(HarnessError):
+    """A run directory (or its .running) that someone other than this user could have written."""
 
 
 def boot_id() -> str:
@@ -83,7 +58,7 @@ class Ledger:
         self.path = run_dir / RUNNING
         self.log = log
         self.groups: dict[int, dict[str, Any]] = {}
-        self.scratch: list[str] = []
+        self.scratch: list[dict[str, Any]] = []
         me = proc_info(os.getpid())
         self.head = {"boot_id": boot_id(),
                      "owner": {"pid": os.getpid(), "start": me.start if me else None}}
@@ -109,7 +84,8 @@ class Ledger:
             if started:
                 if info is None or not info.alive:
                     return
-                self.groups[pid] = {"pgid": pid, "start": info.start, "argv": list(argv[:8])}
+                self.groups[pid] = {"pgid": pid, "start": info.start, "argv": list(argv[:8]),
+                                    "token": proc.token_of(pid), "uid": info.uid}
             elif self.groups.pop(pid, None) is None:
                 return
             self._write()
@@ -117,9 +93,13 @@ class Ledger:
     def _scratch(self, path: Path, created: bool) -> None:
         with self.lock:
             if created:
-                self.scratch.append(str(path))
-            elif str(path) in self.scratch:
-                self.scratch.remove(str(path))
+                try:
+                    st = os.lstat(path)
+                except OSError:
+                    return
+                self.scratch.append({"path": str(path), "dev": st.st_dev, "ino": st.st_ino})
+            else:
+                self.scratch = [d for d in self.scratch if d["path"] != str(path)]
             self._write()
 
     def _write(self) -> None:
@@ -135,19 +115,81 @@ class Ledger:
             self.failed = True
 
 
-def _members(pgid: int, start: int) -> list[ProcInfo]:
-    """Live processes of group `pgid` that started no earlier than its recorded leader."""
-    return [p for p in _all_procs() if p.pgrp == pgid and p.start >= start and p.alive]
+@dataclass(frozen=True)
+class _Group:
+    """One recorded tool: its group, its leader's start time, argv and run token."""
+
+    pgid: int
+    start: int
+    argv: tuple[str, ...]
+    token: str
 
 
-def _signal(procs: list[ProcInfo], sig: int) -> None:
-    for p in procs:
-        now = proc_info(p.pid)
-        if now is not None and now.start == p.start and now.alive:
-            try:
-                os.kill(p.pid, sig)
-            except ProcessLookupError:
-                pass
+def _victims(g: _Group, me: int) -> list[ProcInfo]:
+    """This user's live processes the tool left: those carrying its token, and its group's
+    members (started no earlier than the leader) while the leader is gone or still carries it."""
+    leader = proc_info(g.pgid)
+    group_ok = leader is None or not leader.alive or (
+        leader.start == g.start and leader.uid == me and procscan.has_token(g.pgid, g.token))
+    found = {p.pid: p for p in procscan.marked([g.token], since=g.start)}
+    if group_ok:
+        for p in procscan.all_procs():
+            if p.pgrp == g.pgid and p.start >= g.start and p.alive and p.uid == me \
+                    and p.pid != os.getpid():
+                found.setdefault(p.pid, p)
+    return list(found.values())
+
+
+def check_trusted(run_dir: Path) -> None:
+    """UntrustedRunDir unless run_dir, its ancestors and its .running are safe to act on:
+    run_dir and .running this user's and writable by no one else (no symlinks), each
+    ancestor root's or this user's and not writable by others unless sticky."""
+    path = Path(os.path.abspath(run_dir))
+    checks: list[tuple[Path, bool]] = [(path / RUNNING, False), (path, True)]
+    checks += [(p, True) for p in path.parents]
+    for p, is_dir in checks:
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            if p.name == RUNNING:
+                continue
+            raise UntrustedRunDir(f"{run_dir}: {p} does not exist") from None
+        except OSError as e:
+            raise UntrustedRunDir(f"{run_dir}: cannot inspect {p}: {e.strerror}") from e
+        if is_dir and not stat.S_ISDIR(st.st_mode):
+            problem = "not a directory (a symbolic link?)"
+        elif p == path and st.st_uid != os.geteuid():
+            problem = f"owned by uid {st.st_uid}, not by uid {os.geteuid()}"
+        elif p == path and st.st_mode & 0o022:
+            problem = f"writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+        else:
+            problem = trust_problem(st, dir_ok=is_dir)
+        if problem:
+            raise UntrustedRunDir(f"refusing to clean up after {run_dir}: {p} is {problem}; "
+                                  "only a run directory of this user's that no one else can write "
+                                  "is acted on")
+
+
+def _parse(data: Any) -> tuple[list[_Group], list[dict[str, Any]], dict[str, Any]]:
+    groups = [_Group(int(g["pgid"]), int(g["start"]), tuple(str(a) for a in g.get("argv", []))[:3],
+                     str(g.get("token") or "")) for g in data.get("groups", [])]
+    dirs = [d for d in data.get("scratch", []) if isinstance(d, dict)]
+    owner = data.get("owner") or {}
+    if not isinstance(owner, dict):
+        raise TypeError("owner is not an object")
+    return groups, dirs, owner
+
+
+def _remove_dirs(dirs: list[dict[str, Any]], run_dir: Path) -> list[str]:
+    notes = []
+    for d in dirs:
+        try:
+            note = scratch.remove_stale(Path(str(d["path"])), int(d["dev"]), int(d["ino"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        if note:
+            notes.append(f"{note} from {run_dir}")
+    return notes
 
 
 def reap_stale(run_dir: Path, log: logging.Logger | None = None, *, busy_ok: bool = False,
@@ -155,15 +197,16 @@ def reap_stale(run_dir: Path, log: logging.Logger | None = None, *, busy_ok: boo
     """Kill the tool processes a dead harness left behind in `run_dir`; say what was killed.
 
     RunDirBusy when the harness that owns `run_dir` is still alive (unless busy_ok, which
-    leaves its groups alone). Groups whose leader PID now belongs to another process are left.
+    leaves its groups alone); UntrustedRunDir when someone else could have written it.
+    Groups whose leader PID now belongs to another process are left; so are groups recorded
+    without a run token (nothing would prove a process is the tool's).
     """
     path = run_dir / RUNNING
+    check_trusted(run_dir)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        groups = [(int(g["pgid"]), int(g["start"]), [str(a) for a in g.get("argv", [])][:3])
-                  for g in data.get("groups", [])]
-        dirs = [Path(str(d)) for d in data.get("scratch", [])]
-        owner = data.get("owner") or {}
+        with open(path, encoding="utf-8", opener=_nofollow) as f:
+            data = json.load(f)
+        groups, dirs, owner = _parse(data)
     except FileNotFoundError:
         return []
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
@@ -172,7 +215,7 @@ def reap_stale(run_dir: Path, log: logging.Logger | None = None, *, busy_ok: boo
         return []
     if data.get("boot_id") != boot_id():
         # the node rebooted since: nothing of it runs any more, but its files may be left
-        notes = [f"{n} from {run_dir}" for d in dirs if (n := scratch.remove_stale(d))]
+        notes = _remove_dirs(dirs, run_dir)
         path.unlink(missing_ok=True)
         return notes
     holder = proc_info(int(owner.get("pid") or 0)) if owner.get("pid") else None
@@ -181,36 +224,33 @@ def reap_stale(run_dir: Path, log: logging.Logger | None = None, *, busy_ok: boo
         if busy_ok:
             return []
         raise RunDirBusy(f"{run_dir} belongs to a harness that is still running (PID {holder.pid})")
-    ours = []
-    for pgid, start, argv in groups:
-        leader = proc_info(pgid)
-        if leader is not None and leader.alive and leader.start != start:
-            continue  # the PID was recycled: that group is not ours
-        ours.append((pgid, start, argv))
-    victims: list[ProcInfo] = []
+    me = os.geteuid()
+    ours = [g for g in groups if g.token]
+    victims: dict[int, ProcInfo] = {}
     notes = []
-    for pgid, start, argv in ours:
-        found = _members(pgid, start)
+    for g in ours:
+        found = _victims(g, me)
         if found:
-            victims += found
-            notes.append(f"killed {len(found)} leftover process(es) of `{' '.join(argv)}` "
-                         f"(process group {pgid}) from {run_dir}")
+            victims.update((p.pid, p) for p in found)
+            notes.append(f"killed {len(found)} leftover process(es) of `{' '.join(g.argv)}` "
+                         f"(process group {g.pgid}) from {run_dir}")
     if victims:
-        _signal(victims, signal.SIGTERM)
+        procscan.signal_same(victims.values(), signal.SIGTERM)
         deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and any(_members(g, s) for g, s, _ in ours):
+        while time.monotonic() < deadline and any(_victims(g, me) for g in ours):
             time.sleep(0.05)
-        for pgid, start, _ in ours:  # anything left, including children forked meanwhile
-            _signal(_members(pgid, start), signal.SIGKILL)
+        for g in ours:  # anything left, including children forked meanwhile
+            procscan.signal_same(_victims(g, me), signal.SIGKILL)
         deadline = time.monotonic() + grace_s
-        while time.monotonic() < deadline and any(_members(g, s) for g, s, _ in ours):
+        while time.monotonic() < deadline and any(_victims(g, me) for g in ours):
             time.sleep(0.05)
-    for d in dirs:  # after the kills: no tool writes there any more
-        note = scratch.remove_stale(d)
-        if note:
-            notes.append(f"{note} from {run_dir}")
+    notes += _remove_dirs(dirs, run_dir)  # after the kills: no tool writes there any more
     for n in notes:
         if log:
             log.warning("%s", n)
     path.unlink(missing_ok=True)
     return notes
+
+
+def _nofollow(path: str, flags: int) -> int:
+    return os.open(path, flags | os.O_NOFOLLOW)

@@ -9,7 +9,6 @@ an exception. No shell.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -17,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from harness.errors import ToolMissing
 from harness.platform import proc
 
 LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column
@@ -65,21 +63,13 @@ def run_pair(server_argv: Sequence[str], client_argv: Sequence[str], *, server_o
     The server's `timed_out` is True when it had to be killed after a client that finished.
     """
     server_argv = tuple(str(a) for a in server_argv)
-    exe = proc.which(server_argv[0])
     server_out.parent.mkdir(parents=True, exist_ok=True)
-    full_env = None if env is None else {**os.environ, **env}
     t0 = time.monotonic()
     with open(server_out, "wb") as out, open(server_err, "wb") as err:
-        try:
-            server = subprocess.Popen((exe, *server_argv[1:]), stdin=subprocess.DEVNULL, stdout=out,
-                                      stderr=err, start_new_session=True, env=full_env)
-        except OSError as e:
-            raise ToolMissing(f"cannot execute {server_argv[0]}: {e.strerror}", argv=server_argv) from e
-    with proc._lock:  # registered so that the signal handler's kill_all() reaches it too
-        proc._active.add(server)
+        # tracked, so that the signal handler's kill_all() reaches it too
+        server = proc.popen(server_argv, stdout=out, stderr=err, env=env)
     client: Optional[proc.ProcResult] = None
     try:
-        proc._notify(server.pid, server_argv, True)
         _wait_ready(server, port, ready_s)
         if server.poll() is None:
             client = proc.run(client_argv, client_out, client_err, timeout, env=env)
@@ -89,10 +79,7 @@ def run_pair(server_argv: Sequence[str], client_argv: Sequence[str], *, server_o
                 time.sleep(0.05)
     finally:
         still_running = server.poll() is None
-        proc._kill_group(server)
-        with proc._lock:
-            proc._active.discard(server)
-        proc._notify(server.pid, server_argv, False)
+        proc.reap(server, server_argv)
     timed_out = still_running and client is not None and not client.timed_out
     res = proc.ProcResult(server_argv, server.returncode, time.monotonic() - t0, server_out, server_err,
                           timed_out, getattr(server, "_harness_interrupted", False))

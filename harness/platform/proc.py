@@ -1,23 +1,31 @@
 """Run a tool as a subprocess in its own process group, with a timeout, output to files.
 
-Never a shell. On timeout or interrupt the whole group is killed (TERM, then KILL), so
-nothing the tool started is left running. `kill_all()` is what the signal handler calls.
+Never a shell. On timeout or interrupt the whole group is killed (TERM, then KILL), and with
+it every process carrying the tool's run token (procscan.py), so nothing the tool started is
+left running, not even a daemon that called setsid(). Every wait has a bound: a process that
+outlives SIGKILL is abandoned to a reaper thread. `kill_all()` is what the signal handler calls.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import select
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from harness.errors import ToolMissing
+from harness.errors import ToolError, ToolMissing, ToolTimeout
+from harness.platform import procscan
 
 # Debian package that provides each tool we run, for "not found; install it with ..." errors.
 INSTALL_HINTS: Mapping[str, str] = {
@@ -39,6 +47,7 @@ INSTALL_HINTS: Mapping[str, str] = {
 KILL_GRACE_S = 3.0
 
 _active: set[subprocess.Popen[bytes]] = set()
+_tokens: dict[int, str] = {}  # pid of a live tool -> its run token
 _lock = threading.Lock()
 # Told (pid, argv, started) when a tool's process group starts and once it is reaped; the runner
 # records live groups in RUN_DIR/.running (platform/ledger.py) for cleanup after a SIGKILL.
@@ -109,39 +118,80 @@ def which(tool: str) -> str:
     return found
 
 
+def _tool_env(env: Mapping[str, str] | None, token: str) -> dict[str, str]:
+    """The tool's environment: ours, its own settings, and the run token (nested ones kept)."""
+    full = {**os.environ, **(env or {})}
+    outer = full.get(procscan.TOKEN_VAR)
+    full[procscan.TOKEN_VAR] = f"{token}:{outer}" if outer else token
+    return full
+
+
+def popen(argv: Sequence[str], *, stdout: Any, stderr: Any, env: Mapping[str, str] | None = None,
+          cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    """Start a tool in a session of its own, marked with a fresh run token, and track it.
+
+    Refuses (ToolError) once the run is stopping or the check's deadline has passed. Every
+    tool started here must be ended with `reap()`."""
+    argv = tuple(str(a) for a in argv)
+    exe = which(argv[0])
+    _refuse_if_stopping(argv)
+    token = secrets.token_hex(8)
+    try:
+        p = subprocess.Popen((exe, *argv[1:]), stdin=subprocess.DEVNULL, stdout=stdout,
+                             stderr=stderr, start_new_session=True, env=_tool_env(env, token),
+                             cwd=cwd)
+    except OSError as e:
+        raise ToolMissing(f"cannot execute {argv[0]}: {e.strerror}", argv=argv) from e
+    p._harness_token = token  # type: ignore[attr-defined]
+    info = procscan.proc_info(p.pid)
+    p._harness_start = info.start if info else 0  # type: ignore[attr-defined]
+    with _lock:
+        _active.add(p)
+        _tokens[p.pid] = token
+    _notify(p.pid, argv, True)
+    return p
+
+
+def reap(p: subprocess.Popen[bytes], argv: Sequence[str]) -> bool:
+    """Kill what is left of a tool (its group and every process carrying its token); untrack it.
+
+    False when the tool outlived SIGKILL and was abandoned to a reaper thread."""
+    try:
+        return _kill_group(p)
+    finally:
+        with _lock:
+            _active.discard(p)
+        _notify(p.pid, tuple(str(a) for a in argv), False)
+        with _lock:
+            _tokens.pop(p.pid, None)
+
+
+def token_of(pid: int) -> str:
+    """The run token of a tool started by `popen()` and not yet reaped ('' if none)."""
+    with _lock:
+        return _tokens.get(pid, "")
+
+
 def run(argv: Sequence[str], stdout_path: Path, stderr_path: Path, timeout: float | None,
         env: Mapping[str, str] | None = None, cwd: Path | None = None) -> ProcResult:
     """Run argv (no shell) with output to the given files; kill its process group on timeout."""
     argv = tuple(str(a) for a in argv)
-    exe = which(argv[0])
+    which(argv[0])
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
     stderr_path.parent.mkdir(parents=True, exist_ok=True)
-    full_env = None if env is None else {**os.environ, **env}
     t0 = time.monotonic()
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-        try:
-            proc = subprocess.Popen(
-                (exe, *argv[1:]), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                start_new_session=True, env=full_env, cwd=cwd,
-            )
-        except OSError as e:
-            raise ToolMissing(f"cannot execute {argv[0]}: {e.strerror}", argv=argv) from e
-        with _lock:
-            _active.add(proc)
+        p = popen(argv, stdout=out, stderr=err, env=env, cwd=cwd)
         timed_out = False
         try:
-            _notify(proc.pid, argv, True)
-            _wait(proc, timeout)
+            _wait(p, timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
         finally:
             # Always reap the whole group: the leader may be gone while children linger.
-            _kill_group(proc)
-            with _lock:
-                _active.discard(proc)
-            _notify(proc.pid, argv, False)
-    interrupted = getattr(proc, "_harness_interrupted", False)
-    return ProcResult(argv, proc.returncode, time.monotonic() - t0, stdout_path, stderr_path,
+            reap(p, argv)
+    interrupted = getattr(p, "_harness_interrupted", False)
+    return ProcResult(argv, p.returncode, time.monotonic() - t0, stdout_path, stderr_path,
                       timed_out, interrupted)
 
 
@@ -176,8 +226,10 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """TERM the process group, wait up to KILL_GRACE_S, then KILL it; reap the leader."""
+def _kill_group(proc: subprocess.Popen[bytes]) -> bool:
+    """TERM the process group, wait up to KILL_GRACE_S, then KILL it; then every process that
+    carries the tool's token (a daemon that left the group). Reap the leader, waiting at most
+    KILL_GRACE_S: one that does not die (D state) is left to a reaper thread. True when reaped."""
     pgid = proc.pid
     if proc.poll() is None or _group_alive(pgid):
         try:
@@ -195,16 +247,84 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
                 os.killpg(pgid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+    token = getattr(proc, "_harness_token", "")
+    if token:
+        procscan.kill_marked([token], KILL_GRACE_S, since=getattr(proc, "_harness_start", 0))
     try:
         proc.wait(timeout=KILL_GRACE_S)
-    except subprocess.TimeoutExpired:  # pragma: no cover - unkillable (D state)
-        pass
+    except subprocess.TimeoutExpired:  # unkillable (D state): never wait on it again here
+        _abandon(proc)
+        return False
+    return True
+
+
+def _abandon(proc: subprocess.Popen[bytes]) -> None:
+    """Leave a process that outlived SIGKILL to a daemon thread that reaps it if it ever dies."""
+    for f in (proc.stdout, proc.stderr):
+        if f is not None:
+            try:
+                f.close()
+            except OSError:
+                pass
+    threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
+
+
+# -- deadlines and stopping: probes inherit what is left of the check's time -----------------
+
+@dataclass
+class _Scope:
+    """One check's time limit (a monotonic deadline) and whether the run is stopping."""
+
+    deadline: float | None
+    stopping: bool = False
+
+
+_scope: ContextVar[_Scope | None] = ContextVar("harness_proc_scope", default=None)
+_live_scopes: dict[int, _Scope] = {}
+
+
+@contextmanager
+def deadline(seconds: float | None) -> Iterator[None]:
+    """Within this block (this thread), probes get at most what is left of `seconds`, and no
+    tool starts once the deadline has passed or kill_all() was called."""
+    scope = _Scope(None if seconds is None else time.monotonic() + seconds)
+    token = _scope.set(scope)
+    with _lock:
+        _live_scopes[id(scope)] = scope
+    try:
+        yield
+    finally:
+        with _lock:
+            _live_scopes.pop(id(scope), None)
+        _scope.reset(token)
+
+
+def remaining(timeout: float | None) -> float | None:
+    """`timeout` cut to what is left of the current deadline (None: no limit either way)."""
+    scope = _scope.get()
+    if scope is None or scope.deadline is None:
+        return timeout
+    left = max(0.0, scope.deadline - time.monotonic())
+    return left if timeout is None else min(timeout, left)
+
+
+def _refuse_if_stopping(argv: tuple[str, ...]) -> None:
+    scope = _scope.get()
+    if scope is None:
+        return
+    if scope.stopping:
+        raise ToolError(f"{argv[0]} not started: the run is stopping", argv=argv)
+    if scope.deadline is not None and time.monotonic() >= scope.deadline:
+        raise ToolTimeout(f"{argv[0]} not started: the check's time is up", argv=argv)
 
 
 def kill_all() -> None:
-    """Kill every running tool's process group (called from the signal handler)."""
+    """Kill every running tool's process group (called from the signal handler); no tool
+    starts any more inside a live deadline() block."""
     with _lock:
         procs = list(_active)
+        for scope in _live_scopes.values():
+            scope.stopping = True
     for p in procs:
         p._harness_interrupted = True  # type: ignore[attr-defined]
         try:
@@ -223,24 +343,29 @@ def capture(argv: Sequence[str], timeout: float = 30.0) -> str:
 
 
 def capture_rc(argv: Sequence[str], timeout: float = 30.0) -> tuple[int, str, str]:
-    """Run a quick query tool; return (rc, stdout, stderr). Kills the group on timeout."""
+    """Run a quick query tool; return (rc, stdout, stderr); rc -1 when it was killed.
+
+    Bounded: at most `timeout` (cut to the check's remaining time, see deadline()), then the
+    kill, whose wait is bounded too. Output goes to unnamed files, not pipes, so a descendant
+    that keeps them open cannot hold the call; a probe that does not die is abandoned."""
     argv = tuple(str(a) for a in argv)
-    exe = which(argv[0])
-    proc = subprocess.Popen(
-        (exe, *argv[1:]), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, start_new_session=True,
-    )
-    with _lock:
-        _active.add(proc)
-    try:
-        _notify(proc.pid, argv, True)
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, err = proc.communicate()
-        return -1, out.decode(errors="replace"), f"timed out after {timeout:g}s"
-    finally:
-        with _lock:
-            _active.discard(proc)
-        _notify(proc.pid, argv, False)
-    return proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+    limit = remaining(timeout)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = popen(argv, stdout=out, stderr=err)
+        timed_out = False
+        try:
+            _wait(p, limit)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            reaped = reap(p, argv)
+        texts = []
+        for f in (out, err):
+            f.seek(0)
+            texts.append(f.read().decode(errors="replace"))
+    if timed_out:
+        why = f"`{' '.join(argv)}` timed out after {limit or 0:g}s"
+        if not reaped:
+            why += " and did not exit after SIGKILL (abandoned: a hung device?)"
+        return -1, texts[0], why
+    return p.returncode, texts[0], texts[1]

@@ -207,7 +207,8 @@ class Runner:
         try:
             self._check_needs(pc)
             for rep in range(1, c.repeat + 1):
-                out = telemetry.observe(c.kind, c.params, cctx)  # GPU telemetry alongside
+                with proc.deadline(c.timeout_s):  # probes get what is left of the check's time
+                    out = telemetry.observe(c.kind, c.params, cctx)  # GPU telemetry alongside
                 extra = {"repeat": rep} if c.repeat > 1 else {}
                 good, odd = finite_metrics(out.metrics)
                 metrics += [Metric(m.name, m.value, m.unit, {**m.labels, **extra}) for m in good]

@@ -164,7 +164,8 @@ def _launch(planned: Sequence[PlannedCheck], loaded: LoadedSuite, prof: LoadedPr
 
     previous = previous or {}
     os.umask(os.umask(0o022) | 0o022)  # nothing the run writes is group- or world-writable
-    with RunLock() as lock:
+    # read-only runs (a Slurm prolog) share the lock; one loading check makes it exclusive
+    with RunLock(shared=not any(pc.check.kind.loads(pc.check.params) for pc in planned)) as lock:
         notes: list[str] = []
         crashed = lock.acquire(iso(utcnow()))
         if crashed is not None and crashed.run_dir:

@@ -25,8 +25,12 @@ proc.run([sys.executable, "-c", sys.argv[3], piddir], run_dir / "o", run_dir / "
 """
 
 
-def _sleeper() -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+TOKEN = "t0k3n"
+
+
+def _sleeper(token: str = TOKEN) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True,
+                            env={**os.environ, "HARNESS_RUN_TOKEN": token})
 
 
 def test_reap_kills_every_process_a_killed_harness_left(tmp_path: Path):
@@ -56,21 +60,28 @@ def test_reap_kills_every_process_a_killed_harness_left(tmp_path: Path):
 
 
 def _ledger_for(run_dir: Path, pgid: int, start: int, owner: dict | None = None,
-                boot: str | None = None) -> None:
+                boot: str | None = None, token: str | None = TOKEN) -> None:
     run_dir.mkdir(exist_ok=True)
+    group = {"pgid": pgid, "start": start, "argv": ["sleeper"]} | ({"token": token} if token else {})
     (run_dir / ledger.RUNNING).write_text(json.dumps({
         "boot_id": ledger.boot_id() if boot is None else boot, "owner": owner or {"pid": None},
-        "groups": [{"pgid": pgid, "start": start, "argv": ["sleeper"]}]}))
+        "groups": [group]}))
 
 
 def test_recycled_pid_rebooted_node_and_live_owner_are_left_alone(tmp_path: Path):
-    victim, owner = _sleeper(), _sleeper()
+    victim, owner = _sleeper(), _sleeper("the-owners-token")
     try:
         info = ledger.proc_info(victim.pid)
         assert info is not None and info.pgrp == victim.pid
         # the recorded leader started at another time: the PID now belongs to someone else
-        _ledger_for(tmp_path / "a", victim.pid, info.start - 1)
+        _ledger_for(tmp_path / "a", victim.pid, info.start - 1, token="a-dead-tools-token")
         assert ledger.reap_stale(tmp_path / "a") == [] and alive(victim.pid)
+        # the right pid and start time, but the process carries no such run token (a daemon
+        # named by someone who knew its pid), or the entry has none: not proven ours, left alone
+        _ledger_for(tmp_path / "a2", victim.pid, info.start, token="another-token")
+        assert ledger.reap_stale(tmp_path / "a2") == [] and alive(victim.pid)
+        _ledger_for(tmp_path / "a3", victim.pid, info.start, token=None)
+        assert ledger.reap_stale(tmp_path / "a3") == [] and alive(victim.pid)
         # recorded in an earlier boot
         _ledger_for(tmp_path / "b", victim.pid, info.start, boot="another-boot")
         assert ledger.reap_stale(tmp_path / "b") == [] and alive(victim.pid)

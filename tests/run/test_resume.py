@@ -201,7 +201,9 @@ def test_sigkill_during_fio_check_then_next_run_removes_its_scratch_directory(tm
         sigkill(p)
     (work,) = target.iterdir()
     assert work.name.startswith("harness-fio-")
-    assert json.loads((run_dir / ".running").read_text())["scratch"] == [str(work)]
+    st = work.lstat()  # recorded with device and inode: only that very directory is removed
+    assert json.loads((run_dir / ".running").read_text())["scratch"] == [
+        {"path": str(work), "dev": st.st_dev, "ino": st.st_ino}]
 
     quick = write(tmp_path / "q.yaml",
                   "name: q\nchecks:\n  - {id: t, kind: command, params: {argv: [/bin/true]}}\n")
