@@ -16,29 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
-
+from harness.catalog import MetricSpec as MetricSpec  # re-exported: a kind's one import
+from harness.config.kinds import Params as Params  # re-exported: a kind's one import
 from harness.errors import ToolError, ToolTimeout
 from harness.model import Evaluation, Metric, ToolRun
 from harness.platform import proc
 
 if TYPE_CHECKING:
     from harness.ownrules import OwnRule
-
-
-class Params(BaseModel):
-    """Base of every kind's params: unknown keys are errors, values are immutable."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """What a metric name means: its unit and which way is better."""
-
-    unit: str
-    better: str  # "higher" | "lower" | "none"
-    description: str = ""
 
 
 @dataclass(frozen=True)

@@ -78,9 +78,10 @@ def run(suite: str | None, profile: str | None, output: Path, only: tuple[str, .
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 def validate(files: tuple[Path, ...]) -> None:
     """Check suites and profiles; print every problem as FILE:LINE:COL: message."""
+    from harness.checks.registry import kinds
     from harness.config import validate_paths
 
-    problems = validate_paths(list(files))
+    problems = validate_paths(list(files), kinds())
     for p in problems:
         click.echo(str(p), err=True)
     if problems:
@@ -97,9 +98,10 @@ def schema(which: str) -> None:
 
         doc = results_schema()
     else:
+        from harness.checks.registry import kinds
         from harness.config import json_schema
 
-        doc = json_schema(which)  # type: ignore[arg-type]
+        doc = json_schema(which, kinds())  # type: ignore[arg-type]
     click.echo(json.dumps(doc, indent=2))
 
 

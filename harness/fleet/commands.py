@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from harness.checks.registry import kinds
 from harness.errors import UsageError
 from harness.fleet import analysis, collect, dispatch, drain, layout
 from harness.fleet import report as fleet_report
@@ -36,7 +37,7 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
     from harness import config
     from harness.fleet import progress
 
-    loaded = config.load_suite(config.find_suite(suite))
+    loaded = config.load_suite(config.find_suite(suite), kinds())
     prof = str(config.load_profile(profile).path.resolve()) if profile else None
     names = dispatch.expand_nodes(nodes)
     fleet_dir = output.resolve()

@@ -13,6 +13,7 @@ from harness.config.models import Expectation, Profile
 from harness.errors import UsageError
 
 if TYPE_CHECKING:
+    from harness.checks.base import CheckKind
     from harness.config.loader import LoadedProfile, LoadedSuite, ResolvedCheck
 
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 class PlannedCheck:
     """One check as it will run: the resolved suite entry and the rules that judge it."""
 
-    check: ResolvedCheck
+    check: ResolvedCheck[CheckKind]
     rules: tuple[Rule, ...]
 
     @property
@@ -28,7 +29,8 @@ class PlannedCheck:
         return self.check.spec.id
 
 
-def select_checks(suite: LoadedSuite, only: Sequence[str], skip: Sequence[str]) -> list[ResolvedCheck]:
+def select_checks(suite: LoadedSuite[CheckKind], only: Sequence[str],
+                  skip: Sequence[str]) -> list[ResolvedCheck[CheckKind]]:
     """Apply --only and --skip; an unknown id is a usage error naming the known ones."""
     ids = [c.spec.id for c in suite.checks]
     unknown = [i for i in (*only, *skip) if i not in ids]
@@ -59,7 +61,7 @@ def hardware_rules(profile: Profile) -> list[Rule]:
     return out
 
 
-def build(suite: LoadedSuite, profile: LoadedProfile, only: Sequence[str] = (),
+def build(suite: LoadedSuite[CheckKind], profile: LoadedProfile, only: Sequence[str] = (),
           skip: Sequence[str] = ()) -> list[PlannedCheck]:
     """Every selected check with its rules: profile rules, hardware rules, the check's own."""
     profile_rules = [Rule(e, profile.profile.name) for e in profile.profile.expectations]
@@ -110,7 +112,7 @@ def select_profile(inventory: Mapping[str, Any],
     return matches[0], f"auto: found {found}; matches hardware of profile {matches[0]}{more}"
 
 
-def render_dry_run(suite: LoadedSuite, profile: LoadedProfile, profile_reason: str,
+def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profile_reason: str,
                    plan: Sequence[PlannedCheck], inventory: Mapping[str, Any],
                    allow_destructive: bool) -> str:
     """The plan as text: every check, its exact command lines, and every rule that can fail it:
