@@ -9,30 +9,21 @@ import os
 import platform
 import socket
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from harness.errors import ToolMissing
 from harness.parsers import linkstate
 from harness.parsers import sysinfo as parse
 from harness.platform import netdev, nvml, proc
-
-SYS = Path("/sys")
-
-
-def _read(path: Path | str) -> str | None:
-    try:
-        return Path(path).read_text(errors="replace").strip()
-    except OSError:
-        return None
+from harness.platform.sysfs import SYS, read_value
 
 
 def collect(gpu_probe: Callable[[], dict[str, Any]] = nvml.gpu_inventory) -> dict[str, Any]:
     """The whole inventory as a JSON-ready dict."""
     notes: list[str] = []
-    osr = parse.parse_os_release(_read("/etc/os-release") or "")
-    cpu = parse.parse_cpuinfo(_read("/proc/cpuinfo") or "")
-    mem = parse.parse_meminfo(_read("/proc/meminfo") or "")
+    osr = parse.parse_os_release(read_value("/etc/os-release") or "")
+    cpu = parse.parse_cpuinfo(read_value("/proc/cpuinfo") or "")
+    mem = parse.parse_meminfo(read_value("/proc/meminfo") or "")
     numa = sorted(p.name for p in (SYS / "devices/system/node").glob("node[0-9]*"))
     gpus = gpu_probe()
     if not gpus.get("available"):
@@ -40,7 +31,7 @@ def collect(gpu_probe: Callable[[], dict[str, Any]] = nvml.gpu_inventory) -> dic
     inv: dict[str, Any] = {
         "host": {"hostname": socket.gethostname(), "os": osr.get("PRETTY_NAME"),
                  "kernel": platform.release(), "arch": platform.machine()},
-        "system": {k: _read(SYS / "class/dmi/id" / f) for k, f in
+        "system": {k: read_value(SYS / "class/dmi/id" / f) for k, f in
                    (("vendor", "sys_vendor"), ("product", "product_name"),
                     ("serial", "product_serial"), ("board_serial", "board_serial"),
                     ("bios_version", "bios_version"))},
@@ -86,7 +77,7 @@ def _nics() -> list[dict[str, Any]]:
             "driver": link.driver,
             "speed_mbps": linkstate.speed_mbps(link.files.get("speed")),
             "state": link.files.get("operstate"),
-            "mac": _read(dev / "address"),
-            "mtu": int(m) if (m := _read(dev / "mtu")) and m.isdigit() else None,
+            "mac": read_value(dev / "address"),
+            "mtu": int(m) if (m := read_value(dev / "mtu")) and m.isdigit() else None,
         })
     return out
