@@ -92,7 +92,7 @@ class PowerHeadroomParams(TelemetryParams):
 def open_bmc(cfg: BmcConfig) -> Optional[BmcSource]:
     """The BMC source the `bmc:` params name (harness/platform/bmc.py): None for kind none, and for
     auto without a local BMC. ipmitool's output is not kept per sample (see _keep_raw)."""
-    from harness.platform import bmc
+    from harness.platform import bmc  # start-up: ssl and urllib load only when a BMC is opened
 
     return bmc.open_source(cfg)
 
