@@ -110,7 +110,7 @@ def schema(which: str) -> None:
 def report(run_dir: Path) -> None:
     """Re-render report.html and junit.xml from RUN_DIR/results.json."""
     from harness import results
-    from harness.report import write_reports
+    from harness.report.outputs import write_reports
 
     record = results.load(run_dir)
     write_reports(record, run_dir)

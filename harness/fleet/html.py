@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from harness.fleet.analysis import FleetReport, natural
 from harness.fleet.collect import NodeOutcome, NodeStatus
 from harness.fleet.stats import Outlier, SeriesKey
-from harness.report.html import fmt_num, fmt_time, fmt_value
+from harness.report.fmt import fmt_num, fmt_time, fmt_value
 
 if TYPE_CHECKING:
     from jinja2 import Environment

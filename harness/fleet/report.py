@@ -10,6 +10,7 @@ from harness.fleet.analysis import FleetReport
 from harness.fleet.collect import NodeOutcome, NodeStatus
 from harness.fleet.stats import Outlier
 from harness.fsutil import atomic_write_json, atomic_write_text
+from harness.report import prometheus as prom
 
 FORMAT_VERSION = 1
 JSON_NAME, JUNIT_NAME, HTML_NAME = "fleet.json", "junit.xml", "fleet.html"
@@ -106,3 +107,18 @@ def write(fleet_dir: Path, report: FleetReport) -> dict[str, Path]:
     atomic_write_text(paths["junit"], render_junit(report))
     atomic_write_text(paths["html"], render_html(report))
     return paths
+
+
+def fleet_samples(report: FleetReport, node: str) -> list[prom.Sample]:
+    """One node's Prometheus samples in a fleet: its run (if any), its fleet status and its outliers."""
+    out: list[prom.Sample] = []
+    outcome = next(n for n in report.nodes if n.node == node)
+    if outcome.record is not None:
+        out += prom.run_samples(outcome.record, node)
+    out += [prom.Sample("harness_fleet_node_status", (("node", node), ("status", s.value)),
+                   1.0 if outcome.status is s else 0.0) for s in NodeStatus]
+    for o in report.outliers_of(node):
+        base = (("node", node), ("check", o.key.check), ("name", o.key.metric), ("unit", o.key.unit))
+        out.append(prom.Sample("harness_fleet_outlier_zscore",
+                          base + tuple(sorted((prom.label_name(k), v) for k, v in o.key.labels)), o.z))
+    return out

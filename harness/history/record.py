@@ -85,7 +85,7 @@ def after_run(record: RunRecord, *, run_dir: Path, output: Path | None,
 def _rewrite(old: RunRecord, new: RunRecord, run_dir: Path) -> RunRecord:
     """results.json, then the reports, with the history; the record results.json holds."""
     from harness import results
-    from harness.report import write_reports
+    from harness.report.outputs import write_reports
 
     try:
         results.write(run_dir, new)

@@ -17,6 +17,7 @@ from harness.history.identity import changes
 from harness.history.record import KEY_METRICS, store_path
 from harness.history.store import Store, open_store
 from harness.model import RunRecord
+from harness.report.fmt import fmt_num
 
 KEY_COLUMNS = 4
 
@@ -79,8 +80,6 @@ def _key_series(per_run: Sequence[dict[SeriesKey, tuple[float, str]]]) -> list[S
 
 
 def _num(v: float | None) -> str:
-    from harness.report.html import fmt_num
-
     return fmt_num(v, 4)
 
 

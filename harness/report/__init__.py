@@ -1,25 +1,5 @@
-"""Report renderers: the self-contained HTML acceptance report and JUnit XML.
+"""Report renderers: the self-contained HTML acceptance report, JUnit XML, Prometheus text, and fmt
+(every number a person reads). outputs.write_reports writes a run's report.html and junit.xml.
 
 Importing this package is cheap; Jinja2 loads only when an HTML report is rendered.
 """
-
-from __future__ import annotations
-
-from pathlib import Path
-
-from harness.fsutil import atomic_write_text
-from harness.model import RunRecord
-
-HTML_NAME = "report.html"
-JUNIT_NAME = "junit.xml"
-
-
-def write_reports(record: RunRecord, run_dir: Path) -> None:
-    """Write report.html and junit.xml into `run_dir`, each atomically."""
-    from harness.report.html import render_html
-    from harness.report.junit import render_junit
-
-    html, junit = render_html(record, run_dir), render_junit(record)
-    # Both are re-renderable from results.json (harness report): no fsync needed.
-    atomic_write_text(run_dir / HTML_NAME, html, durable=False)
-    atomic_write_text(run_dir / JUNIT_NAME, junit, durable=False)

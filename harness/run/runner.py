@@ -261,7 +261,7 @@ class Runner:
         results.write(self.ctx.run_dir, self._record(final=False), durable=False)
 
     def _write_final(self, record: RunRecord) -> None:
-        from harness.report import write_reports
+        from harness.report.outputs import write_reports
 
         results.write(self.ctx.run_dir, record)
         write_reports(record, self.ctx.run_dir)
