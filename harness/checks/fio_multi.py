@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from harness import ownrules
-from harness.checks import fio
+from harness.checks import fio_jobs as fio
 from harness.checks.base import CheckContext, CheckOutput, PlannedCommand
 from harness.errors import HarnessError, SkipCheck, ToolError
 from harness.model import Metric
@@ -56,7 +56,7 @@ def build_argv(params: fio.FioParams, *, output: str, devices: Sequence[str]) ->
     for job in params.jobs:
         for k, dev in enumerate(devices):
             argv += [f"--name={job.name}{SEP}{Path(dev).name}", *(["--stonewall"] if k == 0 else []),
-                     "--new_group", f"--filename={fio._escape(dev)}",
+                     "--new_group", f"--filename={fio.escape(dev)}",
                      *fio.job_options(job, device=True)]
     return argv
 
@@ -85,10 +85,10 @@ def run(params: fio.FioParams, ctx: CheckContext) -> CheckOutput:
     if not devices:
         _nothing_to_run(params, ctx, excluded)
     fio.check_device_targets(params, ctx, devices)
-    out = fio._output(ctx)
+    out = fio.output_path(ctx)
     ctx.progress(f"fio on {len(devices)} devices at once")
     extra = {"devices": [blockdev.describe(d) for d in devices], "excluded": excluded}
-    result = fio._execute(params, ctx, out, build_argv(params, output=str(out), devices=devices),
+    result = fio.execute(params, ctx, out, build_argv(params, output=str(out), devices=devices),
                           ", ".join(devices), extra)
     metrics = tuple(relabel(m) for m in result.metrics)
     evaluations = ownrules.judge(fio.own_rules(params), metrics)
