@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from harness.fleet.analysis import FleetReport, natural
@@ -142,8 +143,6 @@ def outlier_row(o: Outlier) -> dict[str, str]:
 
 
 def _medians(report: FleetReport, keys: Sequence[SeriesKey]) -> dict[SeriesKey, float]:
-    from statistics import median
-
     return {k: median(report.series[k].values()) for k in keys}
 
 

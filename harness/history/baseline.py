@@ -30,7 +30,7 @@ from harness.errors import HarnessError, UsageError
 from harness.fsutil import atomic_write_text
 from harness.history.drift import VALID
 from harness.history.identity import identity_of
-from harness.model import Metric, RunRecord
+from harness.model import Metric, RunRecord, join_labels
 from harness.units import BYTES, CELSIUS, COUNT, GBPS, IOPS, JOULE, MHZ, PERCENT, SECONDS, TFLOPS, US, WATT
 
 FLOORS = {GBPS: 0.05, IOPS: 0.05, TFLOPS: 0.05, MHZ: 0.05, US: 0.10, SECONDS: 0.10, CELSIUS: 0.10,
@@ -144,7 +144,7 @@ def capture(records: Sequence[RunRecord], name: str, extends: str | None = None,
     expectations: list[dict[str, Any]] = []
     skipped: list[str] = []
     for (check, metric, lkey), members in sorted(groups.items()):
-        text = f"{check}/{metric}" + ("{" + ",".join(f"{k}={v}" for k, v in lkey) + "}" if lkey else "")
+        text = f"{check}/{metric}" + join_labels(lkey, braces=True)
         seen_in = {i for i, _ in members}
         if len(seen_in) < len(records):
             skipped.append(f"{text}: measured in {len(seen_in)} of {len(records)} runs")

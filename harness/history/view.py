@@ -11,6 +11,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from harness import results
 from harness.errors import UsageError
 from harness.history.drift import SeriesKey, collapse
 from harness.history.identity import changes
@@ -134,8 +135,6 @@ def show_node(data: dict[str, Any]) -> list[str | None]:
 
 def load_run(ref: str, history: str | Path | None) -> RunRecord:
     """A run directory (or its results.json), or a run id found in the history store."""
-    from harness import results
-
     p = Path(ref)
     if p.exists():
         return results.load(p)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from harness.errors import ToolError
+from harness.model import join_labels
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -25,5 +26,5 @@ def push(url: str, reg: CollectorRegistry, grouping: Mapping[str, str], job: str
     try:
         push_to_gateway(url, job=job, registry=reg, grouping_key=dict(grouping), timeout=timeout)
     except (OSError, ValueError) as e:
-        where = ",".join(f"{k}={v}" for k, v in grouping.items())
+        where = join_labels(grouping)
         raise PushError(f"push to {url} ({where}) failed: {e}", argv=("push", url)) from e

@@ -12,7 +12,8 @@ import math
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from markupsafe import Markup
 
 from harness.fsutil import load_recorded
 from harness.model import CheckResult
@@ -20,9 +21,6 @@ from harness.parsers import clockreasons
 from harness.report.charts import COLOURS
 from harness.run.sampler import Series, load
 from harness.series.telemetry import intervals
-
-if TYPE_CHECKING:
-    from markupsafe import Markup
 
 W, H = 720, 150
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 20, 24
@@ -133,6 +131,4 @@ def telemetry_figure(check: CheckResult, run_dir: Path | None) -> Markup | None:
     html = charts_html(series)
     if not html:
         return None
-    from markupsafe import Markup
-
     return Markup(html)  # noqa: S704 - built from escaped parts only

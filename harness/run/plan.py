@@ -8,9 +8,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from harness import ownrules
+from harness.checks import config_audit
 from harness.compare import Rule, applicable
+from harness.config.factrule import plan_lines
 from harness.config.models import Expectation, Profile
 from harness.errors import UsageError
+from harness.run import sampler as telemetry
 
 if TYPE_CHECKING:
     from harness.checks.base import CheckKind
@@ -117,8 +120,6 @@ def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profil
                    allow_destructive: bool) -> str:
     """The plan as text: every check, its exact command lines, and every rule that can fail it:
     the profile's and the suite's expectations, then the kind's own rules from its params."""
-    from harness.run import sampler as telemetry
-
     hardware = profile.profile.hardware.model_dump()
     lines = [f"suite   {suite.suite.name}  ({suite.path})",
              f"profile {profile.profile.name}  ({profile.path}; {profile_reason})",
@@ -144,9 +145,7 @@ def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profil
         own = [*c.kind.rules_of(c.params), *telemetry.own_rules(c.params)]
         built_in = [*(c.kind.verdicts(c.params, hardware) if c.kind.verdicts else ()),
                     *telemetry.verdicts(c.params)]
-        if c.kind.name == "config_audit":
-            from harness.config.factrule import plan_lines
-
+        if c.kind.name == config_audit.NAME:
             lines += plan_lines(profile.profile.name, profile.profile.config, getattr(c.params, "rules", []))
         elif not pc.rules and not own and not built_in:
             lines.append("   (no expectations: metrics are recorded only)")
