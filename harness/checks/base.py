@@ -20,6 +20,7 @@ from harness.catalog import MetricSpec as MetricSpec  # re-exported: a kind's on
 from harness.config.kinds import Params as Params  # re-exported: a kind's one import
 from harness.errors import ToolError, ToolTimeout
 from harness.model import Evaluation, Metric, ToolRun
+from harness.parsers.base import last_line as _last_line
 from harness.platform import proc
 
 if TYPE_CHECKING:
@@ -106,9 +107,6 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:60] or "tool"
 
 
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else ""
 
 
 @dataclass(frozen=True)

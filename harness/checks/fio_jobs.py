@@ -17,6 +17,7 @@ from harness.checks.base import CheckContext, CheckOutput, Params
 from harness.errors import GuardRefusal, ToolError
 from harness.model import Metric
 from harness.parsers import fio as fio_parser
+from harness.parsers.base import last_line as _last
 from harness.platform import blockdev
 from harness.units import SECONDS, check_size, parse_size
 
@@ -317,9 +318,6 @@ def persist_times(params: FioParams, text: str) -> tuple[list[Metric], list[str]
     return metrics, problems
 
 
-def _last(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else ""
 
 
 def _summary(metrics: Sequence[Any]) -> str:

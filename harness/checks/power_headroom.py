@@ -39,6 +39,7 @@ from harness.config.bmc import BmcConfig
 from harness.errors import ConfigError, HarnessError, SkipCheck, ToolError
 from harness.model import Metric
 from harness.parsers import burnlog
+from harness.parsers.base import last_line
 from harness.platform import nvml, proc
 from harness.run.sampler import TelemetryParams
 from harness.series import power as power_series
@@ -392,8 +393,7 @@ def _summary(metrics: Sequence[Metric], series: power_series.PowerSeries) -> str
 
 
 def _last(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else "no output"
+    return last_line(text) or "no output"
 
 
 KIND = CheckKind(

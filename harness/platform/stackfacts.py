@@ -15,6 +15,7 @@ from typing import Any
 from harness.errors import ToolMissing
 from harness.facts import ABSENT, FACTS, Fact
 from harness.parsers import libs as lp
+from harness.parsers.base import last_line
 from harness.parsers.hostfacts import running
 from harness.parsers.ibports import hcas as devinfo_hcas
 from harness.parsers.ibports import parse_ofed_info
@@ -43,8 +44,7 @@ else:
 
 
 def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1][:200] if lines else ""
+    return last_line(text, 200)
 
 
 # ---------------------------------------------------------------- GPU
