@@ -148,7 +148,7 @@ def _medians(report: FleetReport, keys: Sequence[SeriesKey]) -> dict[SeriesKey, 
 
 @lru_cache(maxsize=1)
 def _environment() -> Environment:
-    import jinja2
+    import jinja2  # start-up: Jinja2 loads only when a report is rendered
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("harness.fleet", "templates"),

@@ -88,7 +88,7 @@ def render_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str
                  right: Sequence[int] = (), wrap: Sequence[int] = ()) -> str | None:
     """Plain aligned text; on a terminal, prints a rich table itself (only `wrap` columns fold)."""
     if sys.stdout.isatty():
-        from rich.console import Console
+        from rich.console import Console  # start-up: rich loads only on a terminal
         from rich.table import Table
 
         t = Table(title=title, title_justify="left")

@@ -21,7 +21,7 @@ class PushError(ToolError):
 def push(url: str, reg: CollectorRegistry, grouping: Mapping[str, str], job: str = JOB,
          timeout: float = 15.0) -> None:
     """Replace the group job/<grouping> on the Pushgateway at `url` with the registry's metrics."""
-    from prometheus_client import push_to_gateway
+    from prometheus_client import push_to_gateway  # start-up: prometheus_client loads only to push
 
     try:
         push_to_gateway(url, job=job, registry=reg, grouping_key=dict(grouping), timeout=timeout)

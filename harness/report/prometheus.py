@@ -103,6 +103,7 @@ class _Collector:
         self.samples = samples
 
     def collect(self) -> Iterator[PromMetric]:
+        # start-up: prometheus_client loads only to export
         from prometheus_client.core import GaugeMetricFamily
 
         by_family: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
@@ -117,7 +118,7 @@ class _Collector:
 
 
 def registry(samples: Iterable[Sample]) -> CollectorRegistry:
-    from prometheus_client import CollectorRegistry
+    from prometheus_client import CollectorRegistry  # start-up: prometheus_client loads only to export
 
     reg = CollectorRegistry(auto_describe=False)
     reg.register(_Collector(list(samples)))  # type: ignore[arg-type]
@@ -126,7 +127,7 @@ def registry(samples: Iterable[Sample]) -> CollectorRegistry:
 
 def exposition(samples: Iterable[Sample]) -> str:
     """The samples in the Prometheus text format."""
-    from prometheus_client import generate_latest
+    from prometheus_client import generate_latest  # start-up: prometheus_client loads only to export
 
     return generate_latest(registry(samples)).decode("utf-8")
 
