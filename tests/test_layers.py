@@ -11,8 +11,8 @@ imports do not. Why the rows are where they are:
 - report renders records and knows nothing of how they were made.
 - audit, compare and ownrules judge: they read config's expectations and rules (compare takes
   config's Expectation), and checks, history and run call them. They are pure.
-- config knows check kinds only through the Protocol it is handed; it reads series' PSU logic
-  never (the caller passes what it needs).
+- config knows check kinds only through the KindSpec Protocol (the caller hands it the registry);
+  it may use series' pure PSU logic to validate a profile's PSU policy.
 - series is pure time-series logic; it may read the platform's BMC readings and parsers' types.
 - platform is the edge to the machine; it parses what it reads with parsers.
 - engines are `python -m` programs: they import nothing of ours but engines.io.
