@@ -7,8 +7,8 @@ Names are dotted families (`fio.bw`); structure goes in labels, never in the nam
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from harness.checks.base import MetricSpec
 from harness.units import (
     BYTES,
     CELSIUS,
@@ -25,6 +25,16 @@ from harness.units import (
     US,
     WATT,
 )
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """What a metric name means: its unit and which way is better."""
+
+    unit: str
+    better: str  # "higher" | "lower" | "none"
+    description: str = ""
+
 
 H, L, N = "higher", "lower", "none"
 

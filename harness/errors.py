@@ -77,13 +77,5 @@ class SkipCheck(HarnessError):
     """The check cannot apply on this machine (e.g. no NVIDIA GPU); carries the reason."""
 
 
-class Interrupted(HarnessError):
-    """SIGINT or SIGTERM arrived; carries the signal number."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"interrupted by signal {signum}")
-        self.signum = signum
-
-
 class StorageError(HarnessError):
     """Results could not be written (disk full, permission denied)."""

@@ -6,7 +6,7 @@ hidden in metric names: every metric has a unit and labels.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Union
@@ -52,6 +52,12 @@ class Outcome(str, Enum):
     XFAIL = "xfail"  # failed, but a known issue
     XPASS = "xpass"  # marked known issue, yet passed
     ERROR = "error"  # metric missing or unusable
+
+
+def join_labels(labels: Mapping[str, Any] | Iterable[tuple[str, Any]], braces: bool = False) -> str:
+    """Labels as 'k=v,k=v' in the order given (with `braces`: '{k=v,k=v}', or '' when none)."""
+    text = ",".join(f"{k}={v}" for k, v in (labels.items() if isinstance(labels, Mapping) else labels))
+    return ("{" + text + "}" if text else "") if braces else text
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ def load(run_dir: Path) -> RunRecord:
 
 def validate(data: Any) -> list[str]:
     """Problems of a results document against the schema (empty when valid)."""
-    from pydantic import ValidationError
+    from pydantic import ValidationError  # start-up: pydantic loads only to validate
 
     if not isinstance(data, dict):
         return ["results must be a JSON object"]
@@ -60,7 +60,7 @@ def validate(data: Any) -> list[str]:
 @cache
 def _adapter() -> Any:
     """The RunRecord validator, built once (building it costs ~30 ms; a fleet report loads thousands)."""
-    from pydantic import TypeAdapter
+    from pydantic import TypeAdapter  # start-up: pydantic loads only to validate
 
     return TypeAdapter(RunRecord)
 
@@ -68,7 +68,7 @@ def _adapter() -> Any:
 @cache
 def json_schema() -> dict[str, Any]:
     """JSON Schema of results.json (derived from the frozen dataclasses)."""
-    from pydantic import TypeAdapter
+    from pydantic import TypeAdapter  # start-up: pydantic loads only to validate
 
     schema = TypeAdapter(RunRecord).json_schema(mode="serialization")
     props = schema.setdefault("properties", {})

@@ -17,8 +17,12 @@ from typing import Any
 
 import yaml
 
-from harness.errors import UsageError
+from harness.config import load_profile
+from harness.errors import ConfigError, UsageError
 from harness.facts import FACTS, UNLIMITED, Fact
+from harness.model import join_labels
+from harness.platform import facts as platform_facts
+from harness.platform import nvml, proc
 
 
 def _rule(fact: str, value: Any, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -79,17 +83,12 @@ def _scalar(text: str) -> str:
 
 
 def _labels(labels: Mapping[str, str]) -> str:
-    return "{" + ",".join(f"{k}={v}" for k, v in labels.items()) + "}" if labels else ""
+    return join_labels(labels, braces=True)
 
 
 def capture_to(output: Path, *, name: str | None = None, extends: str | None = None,
                force: bool = False) -> tuple[Path, int]:
     """Collect this node's facts, write the golden profile to `output`; (path, rule count)."""
-    from harness.config import load_profile
-    from harness.errors import ConfigError
-    from harness.platform import facts as platform_facts
-    from harness.platform import nvml, proc
-
     if output.exists() and not force:
         raise UsageError(f"{output} exists; give --force to replace it")
     name = name or output.stem

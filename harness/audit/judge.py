@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.config.factrule import FactRule, describe
 from harness.facts import FACTS, UNLIMITED, Fact, FactValue, display
-from harness.model import Finding, Outcome
+from harness.model import Finding, Outcome, join_labels
 
 CONFIG_SOURCE = "(config)"  # suffix of Evaluation.source for fact rules: "<profile> (config)"
 
@@ -149,7 +149,7 @@ def judge_rule(rule: FactRule, source: str, facts: Sequence[Fact],
         unknown = [f for f in every if f.value is None and not f.labels]
         if unknown:
             return [_unknown(rule, source, unknown[0], gpu_expected)]
-        sel = ",".join(f"{k}={v}" for k, v in rule.labels.items())
+        sel = join_labels(rule.labels)
         return [_outcome(rule, source, None, "error", f"no fact {rule.fact}{{{sel}}} was collected",
                          {k: str(v) for k, v in rule.labels.items()})]
     if rule.same:

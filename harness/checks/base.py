@@ -27,29 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
-
+from harness.catalog import MetricSpec as MetricSpec  # re-exported: a kind's one import
+from harness.config.kinds import Params as Params  # re-exported: a kind's one import
 from harness.errors import ToolError, ToolTimeout
 from harness.model import Finding, Metric, ToolRun
+from harness.parsers.base import last_line as _last_line
 from harness.platform import proc
 
 if TYPE_CHECKING:
     from harness.compare import OwnRule
-
-
-class Params(BaseModel):
-    """Base of every kind's params: unknown keys are errors, values are immutable."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """What a metric name means: its unit and which way is better."""
-
-    unit: str
-    better: str  # "higher" | "lower" | "none"
-    description: str = ""
 
 
 @dataclass(frozen=True)
@@ -132,9 +118,6 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:60] or "tool"
 
 
-def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else ""
 
 
 @dataclass(frozen=True)

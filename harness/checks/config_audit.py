@@ -21,9 +21,12 @@ from harness.config.factrule import FactRule
 from harness.errors import ToolTimeout
 from harness.facts import FACTS, Fact
 from harness.model import Metric
+from harness.platform.facts import collect
 
 TOOL_TIMEOUT_S = 30.0
 METRIC_FACTS = [n for n, s in FACTS.items() if s.unit is not None]
+
+NAME = "config_audit"
 
 
 class ConfigAuditParams(Params):
@@ -68,8 +71,6 @@ def summarize(facts: Sequence[Fact], outcomes: Sequence[FactOutcome], profile: s
 
 
 def run(params: ConfigAuditParams, ctx: CheckContext) -> CheckOutput:
-    from harness.platform.facts import collect
-
     def tool(argv: Sequence[str]) -> tuple[int, str, str]:
         name = "libversion" if argv[0] == sys.executable else None
         try:
@@ -103,7 +104,7 @@ def plan(params: ConfigAuditParams, inventory: Mapping[str, Any]) -> Sequence[Pl
 
 
 KIND = CheckKind(
-    name="config_audit",
+    name=NAME,
     description="software and configuration facts against the profile's golden config",
     params=ConfigAuditParams,
     metrics=catalog.subset(METRIC_FACTS),

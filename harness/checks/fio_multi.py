@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from harness.checks import fio, fio_medium
+from harness.checks import fio_jobs as fio
+from harness.checks import fio_medium
 from harness.checks.base import CheckContext, CheckOutput, PlannedCommand
 from harness.errors import HarnessError, SkipCheck, ToolError
 from harness.model import Metric
@@ -55,7 +56,7 @@ def build_argv(params: fio.FioParams, *, output: str, devices: Sequence[str]) ->
     for job in params.jobs:
         for k, dev in enumerate(devices):
             argv += [f"--name={job.name}{SEP}{Path(dev).name}", *(["--stonewall"] if k == 0 else []),
-                     "--new_group", f"--filename={fio._escape(dev)}",
+                     "--new_group", f"--filename={fio.escape(dev)}",
                      *fio.job_options(job, device=True)]
     return argv
 
@@ -85,11 +86,11 @@ def run(params: fio.FioParams, ctx: CheckContext) -> CheckOutput:
     if not devices:
         _nothing_to_run(params, ctx, excluded)
     with fio.check_device_targets(params, ctx, devices):  # the guard holds them while fio runs
-        out = fio._output(ctx)
+        out = fio.output_path(ctx)
         ctx.progress(f"fio on {len(devices)} devices at once")
         extra = {"devices": [blockdev.describe(d) for d in devices], "excluded": excluded}
-        result = fio._execute(params, ctx, out, build_argv(params, output=str(out), devices=devices),
-                              ", ".join(devices), extra)
+        result = fio.execute(params, ctx, out, build_argv(params, output=str(out), devices=devices),
+                             ", ".join(devices), extra)
     metrics = tuple(relabel(m) for m in result.metrics)
     checked = CheckOutput(metrics, result.problems, result.details, summary(metrics))
     return fio_medium.flag(checked, fio_medium.device_problems(devices))

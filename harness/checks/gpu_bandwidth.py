@@ -29,6 +29,7 @@ from harness.errors import ToolError
 from harness.model import Metric
 from harness.parsers import copylog, cudasamples
 from harness.parsers import nvbandwidth as nvb_parser
+from harness.parsers.base import last_line as _last
 
 DEFAULT_TESTS = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce",
                  "device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce")
@@ -120,9 +121,6 @@ def plan(params: GpuBandwidthParams, inventory: Mapping[str, Any]) -> Sequence[P
     return [PlannedCommand(tuple(builtin_argv(params)), f"builtin copy test ({params.backend})")]
 
 
-def _last(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else ""
 
 
 def _one(ctx: CheckContext, argv: list[str], name: str, parse: Any, what: str,

@@ -24,6 +24,7 @@ from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, Pl
 from harness.errors import ToolError
 from harness.model import Metric
 from harness.parsers import nccl as nccl_parser
+from harness.parsers.base import last_line as _last
 from harness.units import check_size, parse_size
 
 Op = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv", "broadcast",
@@ -135,9 +136,6 @@ def effective_env(params: NcclParams) -> dict[str, str]:
     return dict(sorted({**inherited, **params.env}.items()))
 
 
-def _last(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else ""
 
 
 def run(params: NcclParams, ctx: CheckContext) -> CheckOutput:

@@ -39,6 +39,7 @@ from harness.config.bmc import BmcConfig
 from harness.errors import ConfigError, HarnessError, SkipCheck, ToolError
 from harness.model import Metric
 from harness.parsers import burnlog
+from harness.parsers.base import last_line
 from harness.platform import nvml, proc
 from harness.series import power as power_series
 from harness.series import psu as power
@@ -92,7 +93,7 @@ class PowerHeadroomParams(TelemetryParams, Params):
 def open_bmc(cfg: BmcConfig) -> Optional[BmcSource]:
     """The BMC source the `bmc:` params name (harness/platform/bmc.py): None for kind none, and for
     auto without a local BMC. ipmitool's output is not kept per sample (see _keep_raw)."""
-    from harness.platform import bmc
+    from harness.platform import bmc  # start-up: ssl and urllib load only when a BMC is opened
 
     return bmc.open_source(cfg)
 
@@ -394,8 +395,7 @@ def _summary(metrics: Sequence[Metric], series: power_series.PowerSeries) -> str
 
 
 def _last(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else "no output"
+    return last_line(text) or "no output"
 
 
 KIND = CheckKind(

@@ -25,6 +25,7 @@ from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, Pl
 from harness.errors import ToolError, ToolTimeout
 from harness.model import Metric, ToolRun
 from harness.parsers import perftest, portcounters
+from harness.parsers.base import last_line as _last
 from harness.platform import infiniband, pair
 from harness.units import check_size, parse_size
 
@@ -141,9 +142,6 @@ def _record(ctx: CheckContext, res: Any) -> None:
                                  str(res.stderr_path.relative_to(ctx.run_dir)), res.timed_out))
 
 
-def _last(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else ""
 
 
 def run_one(params: RdmaParams, ctx: CheckContext, device: str, index: int) -> tuple[list[Metric], list[str]]:

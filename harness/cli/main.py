@@ -84,9 +84,10 @@ def run(ctx: click.Context, suite: str | None, profile: str | None, output: Path
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 def validate(files: tuple[Path, ...]) -> None:
     """Check suites and profiles; print every problem as FILE:LINE:COL: message."""
+    from harness.checks.registry import kinds
     from harness.config import validate_paths
 
-    problems = validate_paths(list(files))
+    problems = validate_paths(list(files), kinds())
     for p in problems:
         click.echo(str(p), err=True)
     if problems:
@@ -103,9 +104,10 @@ def schema(which: str) -> None:
 
         doc = results_schema()
     else:
+        from harness.checks.registry import kinds
         from harness.config import json_schema
 
-        doc = json_schema(which)  # type: ignore[arg-type]
+        doc = json_schema(which, kinds())  # type: ignore[arg-type]
     click.echo(json.dumps(doc, indent=2))
 
 
@@ -114,7 +116,7 @@ def schema(which: str) -> None:
 def report(run_dir: Path) -> None:
     """Re-render report.html and junit.xml from RUN_DIR/results.json."""
     from harness import results
-    from harness.report import write_reports
+    from harness.report.outputs import write_reports
 
     record = results.load(run_dir)
     write_reports(record, run_dir)

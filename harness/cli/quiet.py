@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TextIO
 
 from harness.model import CheckResult, Evaluation, RunRecord
-from harness.report import HTML_NAME
-from harness.report.html import fmt_band, fmt_labels, fmt_value
+from harness.report.fmt import fmt_band, fmt_labels, fmt_value
+from harness.report.outputs import HTML_NAME
 from harness.run.finish import errors_of
 from harness.run.session import Finished
 

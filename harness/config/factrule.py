@@ -27,6 +27,7 @@ from pydantic import (
 
 from harness.config.problems import did_you_mean
 from harness.facts import FACTS, NUMERIC, RULES_FOR_TYPE, UNLIMITED, display
+from harness.model import join_labels
 from harness.units import parse_size
 
 RULE_KINDS = ("equals", "one_of", "min_version", "min", "max", "contains", "same")
@@ -172,7 +173,7 @@ def plan_lines(profile: str, profile_rules: list[FactRule], suite_rules: list[Fa
         return [f"   (no config rules in profile {profile}: facts are recorded only)"]
     out = []
     for r, src in rules:
-        sel = ",".join(f"{k}={v}" for k, v in sorted(r.labels.items()))
+        sel = join_labels(sorted(r.labels.items()))
         where = "{" + sel + "}" if sel else ""
         out.append(f"   config {r.fact}{where}: {describe(r)}  [{r.severity}; {src}]")
     return out

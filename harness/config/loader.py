@@ -10,14 +10,14 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from harness.catalog import METRICS
-from harness.checks.base import CheckKind, MetricSpec, Params
+from harness.catalog import METRICS, MetricSpec
 from harness.config.driftrules import merge_rules
 from harness.config.factrule import merge_fact_rules
+from harness.config.kinds import KindSpec, Params
 from harness.config.models import CheckSpec, Expectation, Profile, Suite
 from harness.config.paths import find_profile, find_suite
 from harness.config.problems import Doc, did_you_mean, show
@@ -25,14 +25,15 @@ from harness.config.yamlload import Locator, PathKey, load_yaml
 from harness.errors import ConfigError, ConfigProblem
 
 MAX_EXTENDS = 16
+K = TypeVar("K", bound=KindSpec)  # the caller's kind type (harness.checks.base.CheckKind)
 
 
 @dataclass(frozen=True)
-class ResolvedCheck:
+class ResolvedCheck(Generic[K]):
     """One check of a suite with its kind, validated params and effective settings."""
 
     spec: CheckSpec
-    kind: CheckKind
+    kind: K
     params: Params
     timeout_s: float
     repeat: int
@@ -40,12 +41,12 @@ class ResolvedCheck:
 
 
 @dataclass(frozen=True)
-class LoadedSuite:
+class LoadedSuite(Generic[K]):
     """A validated suite file."""
 
     path: Path
     suite: Suite
-    checks: tuple[ResolvedCheck, ...]
+    checks: tuple[ResolvedCheck[K], ...]
 
 
 @dataclass(frozen=True)
@@ -86,20 +87,15 @@ def _expectation_problems(doc: Doc, prefix: PathKey, known: Mapping[str, MetricS
 
 # ---------------------------------------------------------------- suites
 
-def _all_kinds() -> Mapping[str, CheckKind]:
-    from harness.checks.registry import kinds
-
-    return kinds()
-
-
-def load_suite(path: str | Path, kinds: Mapping[str, CheckKind] | None = None) -> LoadedSuite:
-    """Load and validate a suite (a path, or a name on the suite search path)."""
+def load_suite(path: str | Path, kinds: Mapping[str, K]) -> LoadedSuite[K]:
+    """Load and validate a suite (a path, or a name on the suite search path) against `kinds`
+    (harness.checks.registry.kinds())."""
     found = find_suite(path)
     data, loc = load_yaml(found)
-    return _suite_from(found, data, loc, _all_kinds() if kinds is None else kinds)
+    return _suite_from(found, data, loc, kinds)
 
 
-def _suite_from(path: Path, data: Any, loc: Locator, kinds: Mapping[str, CheckKind]) -> LoadedSuite:
+def _suite_from(path: Path, data: Any, loc: Locator, kinds: Mapping[str, K]) -> LoadedSuite[K]:
     doc = Doc(data, loc, "suite")
     if not isinstance(data, dict):
         raise ConfigError([doc.problem((), f"a suite must be a mapping with 'name' and 'checks', "
@@ -296,16 +292,16 @@ def merge_profiles(parent: Profile, child: Profile) -> Profile:
 
 # ---------------------------------------------------------------- validate
 
-def validate_paths(paths: Iterable[str | Path],
-                   kinds: Mapping[str, CheckKind] | None = None) -> list[ConfigProblem]:
-    """Every problem in the given suite and profile files (a top-level `checks` means suite)."""
+def validate_paths(paths: Iterable[str | Path], kinds: Mapping[str, KindSpec]) -> list[ConfigProblem]:
+    """Every problem in the given suite and profile files (a top-level `checks` means suite);
+    suites are checked against `kinds` (harness.checks.registry.kinds())."""
     out: list[ConfigProblem] = []
     for p in paths:
         path = Path(p)
         try:
             data, loc = load_yaml(path)
             if isinstance(data, dict) and "checks" in data:
-                _suite_from(path, data, loc, _all_kinds() if kinds is None else kinds)
+                _suite_from(path, data, loc, kinds)
             else:
                 _profile_from(path, (data, loc))
         except ConfigError as e:

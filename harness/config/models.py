@@ -9,6 +9,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 
 from harness.config.driftrules import DriftRule
 from harness.config.factrule import FactRule
+from harness.series.psu import usable_psus
 from harness.units import UNITS, check_finite
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
@@ -192,8 +193,6 @@ class PsuHardware(Strict):
 
     @model_validator(mode="after")
     def _policy_fits(self) -> PsuHardware:
-        from harness.series.psu import usable_psus
-
         usable_psus(self.count, self.redundancy)  # ValueError: "4+2 redundancy does not fit 5 PSUs"
         return self
 

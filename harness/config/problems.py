@@ -86,7 +86,7 @@ def _model_at(model: type[BaseModel], loc: Sequence[Any]) -> Optional[type[BaseM
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """' (did you mean 'x'?)' for the closest choice, or ''."""
-    import difflib  # only when there is a problem to report
+    import difflib  # start-up: only when there is a problem to report
 
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""

@@ -12,9 +12,9 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator
 
+import harness.config.models as models
 from harness.catalog import METRICS
-from harness.checks.base import CheckKind
-from harness.config import models
+from harness.config.kinds import KindSpec
 from harness.config.models import Profile, Suite
 from harness.units import UNITS
 
@@ -27,16 +27,14 @@ _DURATION = {"type": "string", "pattern": models._DURATION.pattern,
 
 
 def json_schema(which: Literal["suite", "profile"],
-                kinds: Optional[Mapping[str, CheckKind]] = None) -> dict[str, Any]:
-    """The JSON Schema of a suite or a profile (kinds default to the registry's)."""
+                kinds: Optional[Mapping[str, KindSpec]] = None) -> dict[str, Any]:
+    """The JSON Schema of a suite (over `kinds`, harness.checks.registry.kinds()) or a profile."""
     if which == "profile":
         schema = _model_schema(Profile)
         schema["title"] = "harness profile"
     elif which == "suite":
         if kinds is None:
-            from harness.checks.registry import kinds as registry_kinds
-
-            kinds = registry_kinds()
+            raise ValueError("the suite schema needs the check kinds")
         schema = _suite_schema(kinds)
     else:
         raise ValueError(f"which must be 'suite' or 'profile', not {which!r}")
@@ -44,7 +42,7 @@ def json_schema(which: Literal["suite", "profile"],
     return {"$schema": DRAFT, **schema}
 
 
-def _suite_schema(kinds: Mapping[str, CheckKind]) -> dict[str, Any]:
+def _suite_schema(kinds: Mapping[str, KindSpec]) -> dict[str, Any]:
     schema = _model_schema(Suite)
     schema["title"] = "harness suite"
     defs: dict[str, Any] = schema.setdefault("$defs", {})

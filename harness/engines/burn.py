@@ -65,7 +65,7 @@ class _Backend:
         return [0]
 
     def setup(self, device: int, size: int, dtype: str) -> _Ops:
-        import numpy as np
+        import numpy as np  # start-up: optional backend, imported only when chosen
 
         if dtype not in ("fp32", "fp64"):
             raise ValueError(f"dtype {dtype} needs a GPU backend (numpy does fp32 and fp64)")
@@ -79,7 +79,7 @@ class _Torch(_Backend):
     name = "torch"
 
     def __init__(self) -> None:
-        import torch
+        import torch  # start-up: optional backend, imported only when chosen
 
         self.torch = torch
 
@@ -102,7 +102,7 @@ class _Cupy(_Backend):
     name = "cupy"
 
     def __init__(self) -> None:
-        import cupy
+        import cupy  # start-up: optional backend, imported only when chosen
 
         self.cp = cupy
 

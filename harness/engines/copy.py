@@ -90,7 +90,7 @@ class _Backend:
     name = "numpy"
 
     def __init__(self, host_devices: int = 2) -> None:
-        import numpy
+        import numpy  # start-up: optional backend, imported only when chosen
 
         self.np = numpy
         self.count = host_devices
@@ -122,7 +122,7 @@ class _Torch(_Backend):
     name = "torch"
 
     def __init__(self) -> None:
-        import torch
+        import torch  # start-up: optional backend, imported only when chosen
 
         self.torch = torch
 
@@ -161,7 +161,7 @@ class _Cupy(_Backend):
     name = "cupy"
 
     def __init__(self) -> None:
-        import cupy
+        import cupy  # start-up: optional backend, imported only when chosen
         import cupyx
 
         self.cp, self.cpx = cupy, cupyx

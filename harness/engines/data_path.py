@@ -145,7 +145,7 @@ class TorchSink(HostSink):
     name = "torch"
 
     def __init__(self) -> None:
-        import torch
+        import torch  # start-up: optional backend, imported only when chosen
 
         self.torch = torch
 
@@ -174,7 +174,7 @@ class CupySink(HostSink):
     name = "cupy"
 
     def __init__(self) -> None:
-        import cupy
+        import cupy  # start-up: optional backend, imported only when chosen
 
         self.cp = cupy
 

@@ -8,6 +8,8 @@ with the scheduler's or the tool's reason, never a hardware verdict.
 
 from __future__ import annotations
 
+import gc
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -16,7 +18,10 @@ from typing import Any
 
 from harness.fleet import layout
 from harness.fleet.layout import Manifest, NodeJob, SeenJob
-from harness.model import Outcome, RunRecord, Status
+from harness.model import FORMAT_VERSION, Outcome, RunRecord, Status
+from harness.report.fmt import fmt_labels
+from harness.report.junit import expectation_text
+from harness.results import RESULTS
 
 DRAIN_PREFIX = "harness:"
 DRAIN_REASON_MAX = 120
@@ -82,9 +87,6 @@ def sku_of(record: RunRecord) -> str:
 
 def evidence_of(record: RunRecord) -> tuple[Evidence, ...]:
     """Failed expectations and errored checks of a run, in check order."""
-    from harness.report.html import fmt_labels
-    from harness.report.junit import expectation_text
-
     out: list[Evidence] = []
     for c in record.checks:
         if c.status not in (Status.FAILED, Status.ERRORED):
@@ -175,11 +177,6 @@ def load_record(run_dir: Path) -> tuple[RunRecord | None, str]:
     The format version is checked and the record built; the full schema validation of
     results.load is left out because a fleet report reads thousands of these files.
     """
-    import json
-
-    from harness.model import FORMAT_VERSION
-    from harness.results import RESULTS
-
     path = run_dir / RESULTS
     try:
         data = json.loads(path.read_bytes())
@@ -196,8 +193,6 @@ def collect(fleet_dir: Path, manifest: Manifest, seen: Mapping[str, SeenJob]) ->
     The cyclic garbage collector is paused while the records load: they hold no cycles, and
     its passes over millions of new objects made a 2,000-node report grow faster than linearly.
     """
-    import gc
-
     was_enabled = gc.isenabled()
     gc.disable()
     try:

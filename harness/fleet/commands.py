@@ -7,16 +7,23 @@ errored or has no verdict yet, or a submission failed. Invalid input raises Conf
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from harness import config, results
+from harness.checks.registry import kinds
 from harness.errors import UsageError
-from harness.fleet import analysis, collect, dispatch, drain, layout
+from harness.fleet import analysis, collect, dispatch, drain, layout, progress
 from harness.fleet import report as fleet_report
 from harness.fleet.analysis import FleetReport, OutlierSettings
 from harness.fleet.collect import NodeStatus
 from harness.model import EXIT_CODES
+from harness.platform.pushgateway import push
+from harness.platform.slurm import SlurmError
+from harness.report import prometheus as prom
+from harness.report.fmt import fmt_value
 
 
 @dataclass(frozen=True)
@@ -33,10 +40,7 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
         poll_s: float = 10.0, exports: Exports = Exports(),
         settings: OutlierSettings | None = None, stream: TextIO | None = None) -> int:
     """`harness fleet run`: validate, submit a job per node, then (unless --no-wait) follow and report."""
-    from harness import config
-    from harness.fleet import progress
-
-    loaded = config.load_suite(config.find_suite(suite))
+    loaded = config.load_suite(config.find_suite(suite), kinds())
     prof = str(config.load_profile(profile).path.resolve()) if profile else None
     names = dispatch.expand_nodes(nodes)
     fleet_dir = output.resolve()
@@ -64,10 +68,6 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
 def analyse_dir(fleet_dir: Path, poll: bool, settings: OutlierSettings | None = None) -> FleetReport:
     """The fleet report of a directory; with `poll`, ask Slurm for fresh job states first
     (when Slurm cannot be asked, the states saved last are used and a warning says so)."""
-    import sys
-
-    from harness.platform.slurm import SlurmError
-
     settings = settings or OutlierSettings()
     manifest = layout.load_manifest(fleet_dir)
     seen = None
@@ -92,23 +92,19 @@ def _print_summary(rep: FleetReport) -> None:
             print(f"  {n.status.value:10} {n.node}: {n.reason}")
     for o in rep.outliers:
         dev = o.deviation_pct
-        from harness.report.html import fmt_value
-
         print(f"  {'OUTLIER':10} {o.node}: {o.key.text()} {fmt_value(o.value, o.key.unit)} vs fleet median "
               f"{fmt_value(o.median, o.key.unit)} ({'' if dev is None else f'{dev:+.1f} %, '}z {o.z:+.1f})")
 
 
 def _export(fleet_dir: Path, rep: FleetReport, exports: Exports) -> None:
-    from harness.platform.pushgateway import push
-    from harness.report import prometheus as prom
-
     if exports.textfile is not None:
-        samples = [s for n in rep.nodes for s in prom.fleet_samples(rep, n.node)]
+        samples = [s for n in rep.nodes for s in fleet_report.fleet_samples(rep, n.node)]
         path = prom.write_textfile(exports.textfile, samples)
         print(f"prometheus: {path}")
     if exports.pushgateway:
         for n in rep.nodes:
-            push(exports.pushgateway, prom.registry(prom.fleet_samples(rep, n.node)), {"node": n.node})
+            samples = fleet_report.fleet_samples(rep, n.node)
+            push(exports.pushgateway, prom.registry(samples), {"node": n.node})
         print(f"pushed {len(rep.nodes)} node group(s) to {exports.pushgateway}")
 
 
@@ -156,10 +152,6 @@ def resume(fleet_dir: Path) -> int:
 
 def export(target: Path, exports: Exports) -> int:
     """`harness fleet export`: a fleet directory or a single run directory to Prometheus."""
-    from harness import results
-    from harness.platform.pushgateway import push
-    from harness.report import prometheus as prom
-
     if not exports.textfile and not exports.pushgateway:
         raise UsageError("give --prom-textfile PATH and/or --pushgateway URL")
     if (target / layout.MANIFEST).exists():

@@ -72,6 +72,7 @@ def expand_nodes(spec: str) -> list[str]:
     """A Slurm hostlist ('gpu[001-128],login1') as node names, through ClusterShell's NodeSet.
 
     Every name must be a host name (check_node_name): a name is a directory under the fleet's."""
+    # start-up: ClusterShell loads only for node sets
     from ClusterShell.NodeSet import NodeSet, NodeSetParseError
 
     try:
@@ -85,7 +86,7 @@ def expand_nodes(spec: str) -> list[str]:
 
 def fold_nodes(nodes: Sequence[str]) -> str:
     """Node names folded back into a hostlist ('n[1-3,5]')."""
-    from ClusterShell.NodeSet import NodeSet
+    from ClusterShell.NodeSet import NodeSet  # start-up: ClusterShell loads only for node sets
 
     return str(NodeSet.fromlist(list(nodes))) if nodes else ""
 

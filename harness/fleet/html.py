@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from statistics import median
 from typing import TYPE_CHECKING, Any
 
 from harness.fleet.analysis import FleetReport, natural
 from harness.fleet.collect import NodeOutcome, NodeStatus
 from harness.fleet.stats import Outlier, SeriesKey
-from harness.report.html import fmt_num, fmt_time, fmt_value
+from harness.report.fmt import fmt_num, fmt_time, fmt_value
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -142,14 +143,12 @@ def outlier_row(o: Outlier) -> dict[str, str]:
 
 
 def _medians(report: FleetReport, keys: Sequence[SeriesKey]) -> dict[SeriesKey, float]:
-    from statistics import median
-
     return {k: median(report.series[k].values()) for k in keys}
 
 
 @lru_cache(maxsize=1)
 def _environment() -> Environment:
-    import jinja2
+    import jinja2  # start-up: Jinja2 loads only when a report is rendered
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("harness.fleet", "templates"),

@@ -79,7 +79,7 @@ class RichFleetProgress:
     """A live line with the counts and the latest transition."""
 
     def __init__(self, total: int) -> None:
-        from rich.console import Console
+        from rich.console import Console  # start-up: rich loads only for a live display
         from rich.live import Live
 
         self.total = total
@@ -93,7 +93,7 @@ class RichFleetProgress:
         self.live.start()
 
     def _render(self) -> Any:
-        from rich.text import Text
+        from rich.text import Text  # start-up: rich loads only for a live display
 
         t = Text()
         colours = {"pending": "yellow", "running": "cyan", "done": "green", "failed": "red"}

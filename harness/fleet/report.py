@@ -8,8 +8,12 @@ from typing import Any
 
 from harness.fleet.analysis import FleetReport
 from harness.fleet.collect import NodeOutcome, NodeStatus
+from harness.fleet.html import render_html
 from harness.fleet.stats import Outlier
 from harness.fsutil import atomic_write_json, atomic_write_text
+from harness.report import junit as run_junit
+from harness.report import prometheus as prom
+from harness.report.junit import xml_text
 
 FORMAT_VERSION = 1
 JSON_NAME, JUNIT_NAME, HTML_NAME = "fleet.json", "junit.xml", "fleet.html"
@@ -49,8 +53,6 @@ def fleet_dict(report: FleetReport) -> dict[str, Any]:
 
 def _job_case(suite: ET.Element, n: NodeOutcome) -> None:
     """A testcase for the Slurm job itself: an error when it failed, skipped while not done."""
-    from harness.report.junit import xml_text
-
     case = ET.SubElement(suite, "testcase", classname="slurm", name="job", time="0.000")
     count = "skipped" if n.status in (NodeStatus.PENDING, NodeStatus.RUNNING) else "errors"
     if count == "skipped":
@@ -64,10 +66,9 @@ def _job_case(suite: ET.Element, n: NodeOutcome) -> None:
 
 def _node_suite(root: ET.Element, n: NodeOutcome, index: int) -> None:
     """The node's own run as a testsuite named after the node, plus a case for a job problem."""
-    from harness.report.junit import render_junit, xml_text
-
-    # parsing the XML render_junit just produced: trusted input
-    suite = ET.fromstring(render_junit(n.record)).find("testsuite") if n.record is not None else None  # noqa: S314
+    # parsing the XML run_junit.render_junit just produced: trusted input
+    own = run_junit.render_junit(n.record) if n.record is not None else None
+    suite = ET.fromstring(own).find("testsuite") if own is not None else None  # noqa: S314
     if suite is None:
         suite = ET.Element("testsuite", tests="0", failures="0", errors="0", skipped="0", time="0.000")
     job_failed = any(e.check == "slurm-job" for e in n.evidence)
@@ -99,10 +100,23 @@ def render_junit(report: FleetReport) -> str:
 
 def write(fleet_dir: Path, report: FleetReport) -> dict[str, Path]:
     """Write fleet.json, junit.xml and fleet.html into the fleet directory."""
-    from harness.fleet.html import render_html
-
     paths = {"json": fleet_dir / JSON_NAME, "junit": fleet_dir / JUNIT_NAME, "html": fleet_dir / HTML_NAME}
     atomic_write_json(paths["json"], fleet_dict(report))
     atomic_write_text(paths["junit"], render_junit(report))
     atomic_write_text(paths["html"], render_html(report))
     return paths
+
+
+def fleet_samples(report: FleetReport, node: str) -> list[prom.Sample]:
+    """One node's Prometheus samples in a fleet: its run (if any), its fleet status and its outliers."""
+    out: list[prom.Sample] = []
+    outcome = next(n for n in report.nodes if n.node == node)
+    if outcome.record is not None:
+        out += prom.run_samples(outcome.record, node)
+    out += [prom.Sample("harness_fleet_node_status", (("node", node), ("status", s.value)),
+                   1.0 if outcome.status is s else 0.0) for s in NodeStatus]
+    for o in report.outliers_of(node):
+        base = (("node", node), ("check", o.key.check), ("name", o.key.metric), ("unit", o.key.unit))
+        out.append(prom.Sample("harness_fleet_outlier_zscore",
+                          base + tuple(sorted((prom.label_name(k), v) for k, v in o.key.labels)), o.z))
+    return out

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import median
 
+from harness.model import join_labels
+
 MAD_TO_SIGMA = 1.4826  # 1 / Phi^-1(3/4)
 MEANAD_TO_SIGMA = 1.2533  # sqrt(pi / 2)
 DEFAULT_THRESHOLD = 3.5
@@ -34,7 +36,7 @@ class SeriesKey:
     labels: tuple[tuple[str, str], ...] = ()
 
     def text(self) -> str:
-        lab = ",".join(f"{k}={v}" for k, v in self.labels)
+        lab = join_labels(self.labels)
         return f"{self.check}: {self.metric}" + (f"{{{lab}}}" if lab else "")
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from harness.errors import UsageError
+from harness.fleet.dispatch import fold_nodes
 
 Pair = tuple[str, str]
 
@@ -33,8 +34,6 @@ class StepSpec:
 
 def srun_argv(spec: StepSpec, program: Sequence[str]) -> list[str]:
     """`srun ... -- program` for the step (no shell; values are separate arguments)."""
-    from harness.fleet.dispatch import fold_nodes
-
     if not spec.nodes:
         raise UsageError("a step needs at least one node")
     if spec.tasks_per_node < 1 or spec.gpus_per_task < 0:

@@ -22,12 +22,15 @@ from typing import Any
 import yaml
 
 from harness import __version__, catalog
+from harness.checks.registry import kinds
 from harness.compare import band
+from harness.config import validate_paths
 from harness.config.models import Expectation
 from harness.errors import HarnessError, UsageError
+from harness.fsutil import atomic_write_text
 from harness.history.drift import VALID
 from harness.history.identity import identity_of
-from harness.model import Metric, RunRecord
+from harness.model import Metric, RunRecord, join_labels
 from harness.units import BYTES, CELSIUS, COUNT, GBPS, IOPS, JOULE, MHZ, PERCENT, SECONDS, TFLOPS, US, WATT
 
 FLOORS = {GBPS: 0.05, IOPS: 0.05, TFLOPS: 0.05, MHZ: 0.05, US: 0.10, SECONDS: 0.10, CELSIUS: 0.10,
@@ -141,7 +144,7 @@ def capture(records: Sequence[RunRecord], name: str, extends: str | None = None,
     expectations: list[dict[str, Any]] = []
     skipped: list[str] = []
     for (check, metric, lkey), members in sorted(groups.items()):
-        text = f"{check}/{metric}" + ("{" + ",".join(f"{k}={v}" for k, v in lkey) + "}" if lkey else "")
+        text = f"{check}/{metric}" + join_labels(lkey, braces=True)
         seen_in = {i for i, _ in members}
         if len(seen_in) < len(records):
             skipped.append(f"{text}: measured in {len(seen_in)} of {len(records)} runs")
@@ -209,15 +212,12 @@ def extends_value(extends: str, output: Path) -> str:
 
 def write(baseline: Baseline, output: Path, force: bool = False) -> None:
     """Write the profile after loading it back through the loader beside its destination."""
-    from harness.config import validate_paths
-    from harness.fsutil import atomic_write_text
-
     if output.exists() and not force:
         raise UsageError(f"{output} exists; pass --force to replace it")
     trial = output.with_name(f".{output.stem}.capture.yaml")
     atomic_write_text(trial, baseline.text())
     try:
-        problems = validate_paths([trial])
+        problems = validate_paths([trial], kinds())
         if problems:
             raise HarnessError("the captured profile did not validate (a bug): "
                                + "; ".join(str(p) for p in problems[:5]))

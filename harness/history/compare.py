@@ -17,6 +17,7 @@ from harness import catalog
 from harness.history.drift import SeriesKey, collapse
 from harness.history.identity import identity_of
 from harness.model import RunRecord
+from harness.report.fmt import fmt_num
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,6 @@ def to_json(a: RunRecord, b: RunRecord, rows: list[Row]) -> dict[str, Any]:
 
 
 def fmt(v: float | None) -> str:
-    from harness.report.html import fmt_num
-
     return fmt_num(v, 4)
 
 

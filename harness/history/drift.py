@@ -16,7 +16,7 @@ from typing import Any
 
 from harness.config.driftrules import MIN_RATE_DAYS, DriftRule
 from harness.history.identity import NodeIdentity, part_of
-from harness.model import Evaluation, Metric, Outcome
+from harness.model import Evaluation, Metric, Outcome, join_labels
 
 VALID = ("passed", "warned", "failed")  # check statuses whose metrics are real measurements
 
@@ -35,7 +35,7 @@ class SeriesKey:
         return dict(self.labels)
 
     def text(self) -> str:
-        inner = ",".join(f"{k}={v}" for k, v in self.labels)
+        inner = join_labels(self.labels)
         return f"{self.check}/{self.metric}" + (f"{{{inner}}}" if inner else "")
 
 
@@ -135,7 +135,7 @@ def evaluate(rules: Sequence[SourcedRule], current: Mapping[SeriesKey, tuple[flo
 
 
 def _rule_text(rule: DriftRule) -> str:
-    sel = ",".join(f"{k}={v}" for k, v in sorted(rule.labels.items()))
+    sel = join_labels(sorted(rule.labels.items()))
     return rule.metric + (f"{{{sel}}}" if sel else "") + (f" (check {rule.check})" if rule.check else "")
 
 

@@ -11,12 +11,14 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from harness import results
 from harness.errors import UsageError
 from harness.history.drift import SeriesKey, collapse
 from harness.history.identity import changes
 from harness.history.record import KEY_METRICS, store_path
 from harness.history.store import Store, open_store
 from harness.model import RunRecord
+from harness.report.fmt import fmt_num
 
 KEY_COLUMNS = 4
 
@@ -79,8 +81,6 @@ def _key_series(per_run: Sequence[dict[SeriesKey, tuple[float, str]]]) -> list[S
 
 
 def _num(v: float | None) -> str:
-    from harness.report.html import fmt_num
-
     return fmt_num(v, 4)
 
 
@@ -88,7 +88,7 @@ def render_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str
                  right: Sequence[int] = (), wrap: Sequence[int] = ()) -> str | None:
     """Plain aligned text; on a terminal, prints a rich table itself (only `wrap` columns fold)."""
     if sys.stdout.isatty():
-        from rich.console import Console
+        from rich.console import Console  # start-up: rich loads only on a terminal
         from rich.table import Table
 
         t = Table(title=title, title_justify="left")
@@ -135,8 +135,6 @@ def show_node(data: dict[str, Any]) -> list[str | None]:
 
 def load_run(ref: str, history: str | Path | None) -> RunRecord:
     """A run directory (or its results.json), or a run id found in the history store."""
-    from harness import results
-
     p = Path(ref)
     if p.exists():
         return results.load(p)

@@ -26,6 +26,12 @@ class ParseResult:
                 "metrics": [m.to_dict() for m in self.metrics]}
 
 
+def last_line(text: str, limit: int = 300) -> str:
+    """The last non-empty line of a tool's output, stripped and cut to `limit` characters ("" if none)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1][:limit] if lines else ""
+
+
 def json_objects(text: str) -> Iterator[dict[str, Any]]:
     """Every top-level JSON object in `text`, in order, skipping text that does not decode."""
     decoder = json.JSONDecoder()

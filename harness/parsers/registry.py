@@ -11,7 +11,7 @@ Parser = Callable[[str], ParseResult]
 
 def parsers() -> dict[str, Parser]:
     """Every parse kind by name."""
-    from harness.parsers import fio
+    from harness.parsers import fio  # start-up: parsers load on first use of the registry
 
     return {"fio": fio.parse, **_interconnect_parsers(), **_network_parsers(), **_gpu_parsers(),
             **_storage_parsers(), **_bmc_parsers()}
@@ -19,6 +19,7 @@ def parsers() -> dict[str, Parser]:
 
 def _interconnect_parsers() -> dict[str, Parser]:
     """NCCL, RDMA, IB port state, copy bandwidth and topology outputs."""
+    # start-up: parsers load on first use of the registry
     from harness.parsers import cudasamples, ethtool, ibports, nccl, nvbandwidth, perftest, portcounters, topo
 
     return {"nccl": nccl.parse, "perftest": perftest.parse, "ibstat": ibports.parse_ibstat,
@@ -30,20 +31,21 @@ def _interconnect_parsers() -> dict[str, Parser]:
 
 def _network_parsers() -> dict[str, Parser]:
     """TCP/UDP front-end network outputs."""
-    from harness.parsers import iperf3
+    from harness.parsers import iperf3  # start-up: parsers load on first use of the registry
 
     return {"iperf3": iperf3.parse}
 
 
 def _storage_parsers() -> dict[str, Parser]:
     """NVMe and SMART health logs, software RAID state."""
-    from harness.parsers import mdstat, nvme, smartctl
+    from harness.parsers import mdstat, nvme, smartctl  # start-up: parsers load on first use of the registry
 
     return {"nvme-smart": nvme.parse, "smartctl": smartctl.parse, "mdstat": mdstat.parse}
 
 
 def _gpu_parsers() -> dict[str, Parser]:
     """GPU health and burn outputs: gpu_burn, dcgmi diag, nvidia-smi, kernel-log XIDs."""
+    # start-up: parsers load on first use of the registry
     from harness.parsers import burnlog, copylog, dcgm, gpuburn, nvsmi, nvsmi_csv, xid
 
     return {"gpu-burn": gpuburn.parse, "dcgmi-diag": dcgm.parse, "nvidia-smi-q": nvsmi.parse,
@@ -53,14 +55,14 @@ def _gpu_parsers() -> dict[str, Parser]:
 
 def _smi_screen_parsers() -> dict[str, Parser]:
     """What operators paste from a terminal: the default nvidia-smi table and nvidia-smi dmon."""
-    from harness.parsers import nvsmi_dmon, nvsmi_table
+    from harness.parsers import nvsmi_dmon, nvsmi_table  # start-up: parsers load on first use of the registry
 
     return {"nvidia-smi": nvsmi_table.parse, "nvidia-smi-dmon": nvsmi_dmon.parse}
 
 
 def _bmc_parsers() -> dict[str, Parser]:
     """BMC power and PSU state: ipmitool and Redfish."""
-    from harness.parsers import ipmi, redfish
+    from harness.parsers import ipmi, redfish  # start-up: parsers load on first use of the registry
 
     return {"ipmi-dcmi-power": ipmi.parse_dcmi, "ipmi-sdr": ipmi.parse_sdr,
             "redfish-power": redfish.parse}

@@ -19,16 +19,74 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 from harness.bmc_model import BmcReading, BmcSource
-from harness.config.bmc import BmcConfig
 from harness.errors import ToolError, ToolTimeout
 from harness.parsers import ipmi, ipmi_sdr, redfish
 from harness.platform import proc
 from harness.platform.redfish_client import RedfishClient
 
 LOCAL_DEVICES = ("/dev/ipmi0", "/dev/ipmi/0", "/dev/ipmidev/0")
+
+
+class BmcSettings(Protocol):
+    """How to reach the BMC, as this module reads it; harness.config.bmc.BmcConfig (the validated
+    `bmc:` settings) is one. A Protocol, so that the platform layer never imports config."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def interface(self) -> str: ...
+
+    @property
+    def host(self) -> Optional[str]: ...
+
+    @property
+    def port(self) -> Optional[int]: ...
+
+    @property
+    def user(self) -> Optional[str]: ...
+
+    @property
+    def user_env(self) -> Optional[str]: ...
+
+    @property
+    def password_env(self) -> Optional[str]: ...
+
+    @property
+    def password_file(self) -> Optional[str]: ...
+
+    @property
+    def privilege(self) -> Optional[str]: ...
+
+    @property
+    def cipher_suite(self) -> Optional[int]: ...
+
+    @property
+    def sdr(self) -> str: ...
+
+    @property
+    def dcmi(self) -> bool: ...
+
+    @property
+    def sdr_cache(self) -> bool: ...
+
+    @property
+    def scheme(self) -> str: ...
+
+    @property
+    def verify_tls(self) -> bool: ...
+
+    @property
+    def ca_file(self) -> Optional[str]: ...
+
+    @property
+    def chassis(self) -> Optional[str]: ...
+
+    @property
+    def timeout_s(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -66,7 +124,7 @@ def local_bmc_present(devices: Sequence[str] = LOCAL_DEVICES) -> bool:
     return any(os.path.exists(d) for d in devices)
 
 
-def open_source(config: BmcConfig, runner: Optional[Runner] = None,
+def open_source(config: BmcSettings, runner: Optional[Runner] = None,
                 environ: Optional[Mapping[str, str]] = None) -> Optional[BmcSource]:
     """The source the config names; None for `none`, and for `auto` without a local BMC."""
     if config.kind == "none" or (config.kind == "auto" and not local_bmc_present()):
@@ -87,7 +145,7 @@ def _secret_from_file(path_text: str) -> str:
 class IpmiSource:
     """Reads `dcmi power reading` and a sensor table with ipmitool, each call with a timeout."""
 
-    def __init__(self, config: BmcConfig, runner: Optional[Runner] = None,
+    def __init__(self, config: BmcSettings, runner: Optional[Runner] = None,
                  environ: Optional[Mapping[str, str]] = None) -> None:
         environ = os.environ if environ is None else environ
         self.config = config
@@ -222,7 +280,7 @@ class _Plan:
 class RedfishSource:
     """Reads a chassis' PowerSubsystem (else its legacy Power) resources over HTTPS."""
 
-    def __init__(self, config: BmcConfig, environ: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(self, config: BmcSettings, environ: Optional[Mapping[str, str]] = None) -> None:
         environ = os.environ if environ is None else environ
         self.config = config
         user_var = config.user_env or "REDFISH_USER"

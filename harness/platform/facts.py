@@ -18,21 +18,12 @@ from typing import Any
 from harness.facts import FACTS, UNLIMITED, UNSET, Fact
 from harness.parsers import hostfacts as hp
 from harness.parsers.sysinfo import parse_os_release
+from harness.platform import stackfacts
+from harness.platform.stackfacts import Tool
+from harness.platform.sysfs import PROC, SYS, read
 
-Tool = Callable[[Sequence[str]], "tuple[int, str, str]"]
-
-SYS = Path("/sys")
-PROC = Path("/proc")
 CMDLINE_KEYS = ("iommu", "intel_iommu", "amd_iommu", "hugepages", "default_hugepagesz", "pci")
 TIME_ERROR = 5  # adjtimex(2): clock not synchronised
-
-
-def read(path: Path | str) -> str | None:
-    """A small text file, or None when it cannot be read."""
-    try:
-        return Path(path).read_text(errors="replace")
-    except OSError:
-        return None
 
 
 def comms() -> list[str]:
@@ -48,8 +39,6 @@ def comms() -> list[str]:
 def collect(tool: Tool, *, inventory: Mapping[str, Any] | None = None,
             env: Mapping[str, str] | None = None) -> tuple[Fact, ...]:
     """Every fact of the catalogue, in catalogue order of families: host, GPU, libraries, network."""
-    from harness.platform import stackfacts
-
     environ = dict(os.environ if env is None else env)
     names = comms()
     facts = [*host_facts(environ, names), *container_facts(environ)]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.errors import HarnessError, SkipCheck
+from harness.platform.sysfs import read_value
 
 SYSFS = Path("/sys/class/infiniband")
 PORT_FILES = ("state", "phys_state", "rate", "link_layer")
@@ -47,13 +48,6 @@ def require_devices(hardware: Mapping[str, Any], root: Optional[Path] = None) ->
     raise SkipCheck(f"no RDMA device: {where} is empty or missing (no InfiniBand/RoCE adapter or driver)")
 
 
-def _read(path: Path) -> Optional[str]:
-    try:
-        return path.read_text(errors="replace").strip()
-    except OSError:
-        return None
-
-
 def _numbers(directory: Path) -> dict[str, int]:
     """Every file of `directory` holding a non-negative integer; others are left out."""
     try:
@@ -62,7 +56,7 @@ def _numbers(directory: Path) -> dict[str, int]:
         return {}
     out = {}
     for f in files:
-        text = _read(f)
+        text = read_value(f)
         if text is not None and text.isdigit():
             out[f.name] = int(text)
     return out
@@ -92,7 +86,7 @@ def ports(names: list[str], root: Optional[Path] = None) -> list[SysfsPort]:
     out = []
     for dev in names:
         for port in _port_dirs(base, dev):
-            files = {n: text for n in PORT_FILES if (text := _read(port / n)) is not None}
+            files = {n: text for n in PORT_FILES if (text := read_value(port / n)) is not None}
             out.append(SysfsPort(dev, int(port.name), files, _numbers(port / "counters"),
                                  _numbers(port / "hw_counters")))
     return out
@@ -101,4 +95,4 @@ def ports(names: list[str], root: Optional[Path] = None) -> list[SysfsPort]:
 def device_facts(name: str, root: Optional[Path] = None) -> dict[str, str]:
     """Firmware, HCA type, board id and node description of a device, where readable."""
     base = (root or SYSFS) / name
-    return {n: text for n in DEVICE_FILES if (text := _read(base / n))}
+    return {n: text for n in DEVICE_FILES if (text := read_value(base / n))}

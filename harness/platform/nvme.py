@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-SYS = Path("/sys")
+from harness.platform.sysfs import SYS, read_value
+
 PCIE_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 _NAMESPACE = re.compile(r"^nvme\d+(?:c\d+)?n\d+$")
 _BLOCK_NAMESPACE = re.compile(r"^nvme\d+n\d+$")
@@ -82,13 +83,6 @@ def parse_link_speed(text: Optional[str]) -> Optional[float]:
     return float(m.group(1)) if m else None
 
 
-def _read(path: Path) -> Optional[str]:
-    try:
-        return path.read_text(errors="replace").strip()
-    except OSError:
-        return None
-
-
 def _int(text: Optional[str]) -> Optional[int]:
     return int(text) if text is not None and text.isdigit() else None
 
@@ -96,10 +90,10 @@ def _int(text: Optional[str]) -> Optional[int]:
 def _link(pci: Path) -> Optional[PcieLink]:
     if not (pci / "current_link_speed").exists() and not (pci / "current_link_width").exists():
         return None  # not a PCIe function (fabrics, or conventional PCI in a VM)
-    width, max_width = _int(_read(pci / "current_link_width")), _int(_read(pci / "max_link_width"))
-    return PcieLink(parse_link_speed(_read(pci / "current_link_speed")),
+    width, max_width = _int(read_value(pci / "current_link_width")), _int(read_value(pci / "max_link_width"))
+    return PcieLink(parse_link_speed(read_value(pci / "current_link_speed")),
                     width if width else None,  # 0 means the link is down or unknown
-                    parse_link_speed(_read(pci / "max_link_speed")), max_width if max_width else None)
+                    parse_link_speed(read_value(pci / "max_link_speed")), max_width if max_width else None)
 
 
 def controllers(sys_root: Optional[Path] = None) -> list[NvmeController]:
@@ -115,15 +109,15 @@ def controllers(sys_root: Optional[Path] = None) -> list[NvmeController]:
             names = sorted(p.name for p in ctrl.iterdir() if _NAMESPACE.match(p.name))
         except OSError:
             names = []
-        transport = _read(ctrl / "transport") or ""
+        transport = read_value(ctrl / "transport") or ""
         device = ctrl / "device"
         link = _link(device) if transport in ("pcie", "") and device.exists() else None
-        sizes = [_int(_read(ctrl / n / "size")) for n in names]  # 512-byte sectors, always
+        sizes = [_int(read_value(ctrl / n / "size")) for n in names]  # 512-byte sectors, always
         capacity = sum(s * 512 for s in sizes if s is not None) if any(sizes) else None
         out.append(NvmeController(
-            name=ctrl.name, model=_read(ctrl / "model") or "", serial=_read(ctrl / "serial") or "",
-            firmware=_read(ctrl / "firmware_rev") or "", transport=transport,
-            address=_read(ctrl / "address") or "", namespaces=tuple(names), link=link,
+            name=ctrl.name, model=read_value(ctrl / "model") or "", serial=read_value(ctrl / "serial") or "",
+            firmware=read_value(ctrl / "firmware_rev") or "", transport=transport,
+            address=read_value(ctrl / "address") or "", namespaces=tuple(names), link=link,
             capacity_bytes=capacity))
     return out
 

@@ -21,7 +21,7 @@ def _text(v: Any) -> str:
 def gpu_inventory() -> dict[str, Any]:
     """{"available": bool, "reason": str, "driver": str, "cuda_driver": str, "gpus": [...]}."""
     try:
-        import pynvml
+        import pynvml  # start-up: NVML loads only when a GPU is asked about
     except ImportError as e:
         return {"available": False, "reason": f"nvidia-ml-py not installed ({e})", "gpus": []}
     try:
@@ -59,7 +59,7 @@ def gpu_inventory() -> dict[str, Any]:
 
 
 def _optional(fn: Any, handle: Any) -> str | None:
-    import pynvml
+    import pynvml  # start-up: NVML loads only when a GPU is asked about
 
     try:
         return _text(fn(handle))
@@ -153,7 +153,7 @@ class NvmlSession:
 
     def __init__(self) -> None:
         try:
-            import pynvml
+            import pynvml  # start-up: NVML loads only when a GPU is asked about
         except ImportError as e:
             raise NvmlUnavailable(f"nvidia-ml-py not installed ({e})") from e
         self._nv: Any = pynvml

@@ -8,19 +8,21 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from harness.errors import ToolMissing
 from harness.facts import ABSENT, FACTS, Fact
 from harness.parsers import libs as lp
+from harness.parsers.base import last_line
 from harness.parsers.hostfacts import running
 from harness.parsers.ibports import hcas as devinfo_hcas
 from harness.parsers.ibports import parse_ofed_info
 from harness.parsers.nvsmi import SmiLog, parse_smi_xml
-from harness.platform.facts import SYS, Tool, read
+from harness.platform.sysfs import SYS, read
 
+Tool = Callable[[Sequence[str]], "tuple[int, str, str]"]  # argv -> (exit code, stdout, stderr)
 NVIDIA = "0x10de"
 NVSWITCH_CLASS = "0x0680"  # PCI class "bridge: other", as NVSwitch chips show
 GPU_FACTS = [n for n, s in FACTS.items() if s.needs in ("gpu", "nvswitch")]
@@ -42,8 +44,7 @@ else:
 
 
 def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1][:200] if lines else ""
+    return last_line(text, 200)
 
 
 # ---------------------------------------------------------------- GPU

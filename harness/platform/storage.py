@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-PROC = Path("/proc")
-SYS = Path("/sys")
+from harness.platform.sysfs import PROC, SYS, read_value
 
 
 @dataclass(frozen=True)
@@ -75,13 +74,6 @@ def mount_of(path: str | Path, table: Optional[list[Mount]] = None) -> Optional[
     return best
 
 
-def _read(path: Path) -> Optional[str]:
-    try:
-        return path.read_text(errors="replace").strip()
-    except OSError:
-        return None
-
-
 def _stack(name: str, sys_root: Path, seen: set[str]) -> dict[str, str]:
     """name -> major:minor for a block device, its partitions and all that hold them."""
     if name in seen:
@@ -89,7 +81,7 @@ def _stack(name: str, sys_root: Path, seen: set[str]) -> dict[str, str]:
     seen.add(name)
     node = sys_root / "class" / "block" / name
     out: dict[str, str] = {}
-    number = _read(node / "dev")
+    number = read_value(node / "dev")
     if number:
         out[name] = number
     try:
@@ -113,7 +105,7 @@ def system_use(device: str, sys_root: Path = SYS, proc_root: Path = PROC) -> lis
     by_number = {v: k for k, v in stack.items()}
     reasons = [f"/dev/{by_number[m.major_minor]} is mounted at {m.mount_point}"
                for m in mounts(proc_root) if m.major_minor in by_number]
-    swaps = _read(proc_root / "swaps") or ""
+    swaps = read_value(proc_root / "swaps") or ""
     for line in swaps.splitlines()[1:]:
         parts = line.split()
         if parts and Path(_unescape(parts[0])).name in stack:
@@ -163,7 +155,7 @@ def device_in_memory(device: str, table: Optional[list[Mount]] = None, sys_root:
     ram = _ram_device(name)
     if ram:
         return ram
-    backing = _read(sys_root / "block" / name / "loop" / "backing_file")
+    backing = read_value(sys_root / "block" / name / "loop" / "backing_file")
     if name.startswith("loop") and backing:
         below = in_memory(backing, table, sys_root, _depth + 1)
         if below:
@@ -173,7 +165,7 @@ def device_in_memory(device: str, table: Optional[list[Mount]] = None, sys_root:
 
 def mem_available(proc_root: Path = PROC) -> Optional[int]:
     """MemAvailable of /proc/meminfo in bytes: what the page cache can grow to without swapping."""
-    for line in (_read(proc_root / "meminfo") or "").splitlines():
+    for line in (read_value(proc_root / "meminfo") or "").splitlines():
         key, _, rest = line.partition(":")
         if key == "MemAvailable" and rest.split() and rest.split()[0].isdigit():
             return int(rest.split()[0]) * 1024

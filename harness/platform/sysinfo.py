@@ -18,15 +18,7 @@ from harness.errors import ToolError
 from harness.parsers import linkstate
 from harness.parsers import sysinfo as parse
 from harness.platform import netdev, nvml, pci, proc
-
-SYS = Path("/sys")
-
-
-def _read(path: Path | str) -> str | None:
-    try:
-        return Path(path).read_text(errors="replace").strip()
-    except OSError:
-        return None
+from harness.platform.sysfs import SYS, read_value
 
 
 def collect(gpu_probe: Callable[[], dict[str, Any]] = nvml.gpu_inventory,
@@ -34,9 +26,9 @@ def collect(gpu_probe: Callable[[], dict[str, Any]] = nvml.gpu_inventory,
     """The whole inventory as a JSON-ready dict."""
     notes: list[str] = []
     unknown: dict[str, str] = {}
-    osr = parse.parse_os_release(_read("/etc/os-release") or "")
-    cpu = parse.parse_cpuinfo(_read("/proc/cpuinfo") or "")
-    mem = parse.parse_meminfo(_read("/proc/meminfo") or "")
+    osr = parse.parse_os_release(read_value("/etc/os-release") or "")
+    cpu = parse.parse_cpuinfo(read_value("/proc/cpuinfo") or "")
+    mem = parse.parse_meminfo(read_value("/proc/meminfo") or "")
     numa = sorted(p.name for p in (SYS / "devices/system/node").glob("node[0-9]*"))
     gpus = gpu_probe()
     on_bus = pci.nvidia_gpus(pci_root)
@@ -52,7 +44,7 @@ def collect(gpu_probe: Callable[[], dict[str, Any]] = nvml.gpu_inventory,
     inv: dict[str, Any] = {
         "host": {"hostname": socket.gethostname(), "os": osr.get("PRETTY_NAME"),
                  "kernel": platform.release(), "arch": platform.machine()},
-        "system": {k: _read(SYS / "class/dmi/id" / f) for k, f in
+        "system": {k: read_value(SYS / "class/dmi/id" / f) for k, f in
                    (("vendor", "sys_vendor"), ("product", "product_name"),
                     ("serial", "product_serial"), ("board_serial", "board_serial"),
                     ("bios_version", "bios_version"))},
@@ -110,7 +102,7 @@ def _nics() -> list[dict[str, Any]]:
             "driver": link.driver,
             "speed_mbps": linkstate.speed_mbps(link.files.get("speed")),
             "state": link.files.get("operstate"),
-            "mac": _read(dev / "address"),
-            "mtu": int(m) if (m := _read(dev / "mtu")) and m.isdigit() else None,
+            "mac": read_value(dev / "address"),
+            "mtu": int(m) if (m := read_value(dev / "mtu")) and m.isdigit() else None,
         })
     return out

@@ -1,44 +1,5 @@
-"""Report renderers: the self-contained HTML acceptance report and JUnit XML.
+"""Report renderers: the self-contained HTML acceptance report, JUnit XML, Prometheus text, and fmt
+(every number a person reads). outputs.write_reports writes a run's report.html and junit.xml.
 
 Importing this package is cheap; Jinja2 loads only when an HTML report is rendered.
 """
-
-from __future__ import annotations
-
-from collections.abc import Callable, Mapping
-from pathlib import Path
-
-from harness.fsutil import atomic_write_text
-from harness.model import RunRecord
-
-HTML_NAME = "report.html"
-JUNIT_NAME = "junit.xml"
-
-Renderer = Callable[[RunRecord, Path], str]
-
-
-def _html(record: RunRecord, run_dir: Path) -> str:
-    from harness.report.html import render_html
-
-    return render_html(record, run_dir)
-
-
-def _junit(record: RunRecord, run_dir: Path) -> str:
-    from harness.report.junit import render_junit
-
-    return render_junit(record)
-
-
-RENDERERS: Mapping[str, Renderer] = {HTML_NAME: _html, JUNIT_NAME: _junit}
-
-
-def write_rendered(run_dir: Path, texts: Mapping[str, str]) -> None:
-    """Write rendered reports (file name -> text) into `run_dir`, each atomically."""
-    for name, text in texts.items():
-        # re-renderable from results.json (harness report): no fsync needed
-        atomic_write_text(run_dir / name, text, durable=False)
-
-
-def write_reports(record: RunRecord, run_dir: Path) -> None:
-    """Render and write report.html and junit.xml into `run_dir` (`harness report`)."""
-    write_rendered(run_dir, {name: render(record, run_dir) for name, render in RENDERERS.items()})

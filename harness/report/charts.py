@@ -10,12 +10,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
-from typing import TYPE_CHECKING
+
+from markupsafe import Markup
 
 from harness.model import CheckResult
-
-if TYPE_CHECKING:
-    from markupsafe import Markup
 
 COLOURS = ("#0969da", "#8250df", "#1a7f37", "#bc4c00", "#bf3989", "#1b7c83", "#6e7781", "#953800")
 THRESHOLD_COLOUR = "#cf222e"
@@ -168,6 +166,4 @@ def nccl_busbw_chart(check: CheckResult) -> str:
 
 def nccl_busbw_figure(check: CheckResult) -> Markup:
     """The NCCL chart as template markup ("" when nothing to draw); its texts are escaped above."""
-    from markupsafe import Markup
-
     return Markup(nccl_busbw_chart(check))  # noqa: S704 - built from escaped parts only

@@ -7,18 +7,33 @@ autoescape on for every template, so nothing from the machine or a tool can beco
 from __future__ import annotations
 
 import json
-import math
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.fsutil import inside
 from harness.model import CheckResult, Evaluation, Metric, RunRecord, ToolRun
+from harness.report import charts, tplcache
+from harness.report.audit import audit_view, is_audit_evaluation, shows_metric
+from harness.report.drives import drive_table
+from harness.report.fmt import (
+    digits_for,
+    fmt_band,
+    fmt_bytes,
+    fmt_delta,
+    fmt_duration,
+    fmt_num,
+    fmt_time,
+    fmt_value,
+)
+from harness.report.gpu_table import gpu_table, holds
+from harness.report.power_svg import power_view
+from harness.report.telemetry_svg import telemetry_figure
+from harness.report.trends import history_view
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -26,113 +41,6 @@ if TYPE_CHECKING:
 TAIL_BYTES = 64 * 1024
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-
-
-# ---------------------------------------------------------------- number formatting
-
-def fmt_num(v: float | None, digits: int = 3) -> str:
-    """About `digits` significant digits; whole numbers and values >= 1000 with thousands separators."""
-    if v is None:
-        return "—"
-    v = float(v)
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "∞" if v > 0 else "-∞"
-    a = abs(v)
-    if v.is_integer() and a < 1e15:
-        return f"{int(v):,}"
-    if a >= 1000:
-        return f"{v:,.{max(0, digits - len(str(int(a))))}f}"
-    if a < 1e-3:
-        return f"{v:.{digits - 1}e}"
-    s = f"{v:.{digits}g}"
-    return f"{v:,.0f}" if "e" in s else s
-
-
-def fmt_bytes(n: float | None, si: bool = False, digits: int = 3) -> str:
-    """Bytes as B/KiB/MiB/... (or kB/MB/GB/... with `si`, as drives are sold)."""
-    if n is None:
-        return "—"
-    step, names = (1000.0, ("B", "kB", "MB", "GB", "TB", "PB")) if si else \
-        (1024.0, ("B", "KiB", "MiB", "GiB", "TiB", "PiB"))
-    v, i = float(n), 0
-    while abs(v) >= step and i < len(names) - 1:
-        v, i = v / step, i + 1
-    return f"{fmt_num(v, digits)} {names[i]}"
-
-
-def fmt_value(v: float | None, unit: str, digits: int = 3) -> str:
-    """A number with its unit; bytes scaled, counts and ratios bare."""
-    if v is None:
-        return "—"
-    if unit == "B":
-        return fmt_bytes(v, digits=digits)
-    if unit in ("count", "ratio", ""):
-        return fmt_num(v, digits)
-    return f"{fmt_num(v, digits)} {unit}"
-
-
-def fmt_band(low: float | None, high: float | None, unit: str, digits: int = 3, ascii_: bool = False) -> str:
-    """The allowed band: '[low, high]', '≥ low', '≤ high', or 'any' when both sides are open."""
-    ge, le = (">=", "<=") if ascii_ else ("≥", "≤")
-    if low is not None and high is not None:
-        if unit == "B":
-            return f"[{fmt_bytes(low, digits=digits)}, {fmt_bytes(high, digits=digits)}]"
-        tail = "" if unit in ("count", "ratio", "") else f" {unit}"
-        return f"[{fmt_num(low, digits)}, {fmt_num(high, digits)}]{tail}"
-    if low is not None:
-        return f"{ge} {fmt_value(low, unit, digits)}"
-    if high is not None:
-        return f"{le} {fmt_value(high, unit, digits)}"
-    return "any"
-
-
-def fmt_delta(pct: float | None) -> str:
-    """Signed percent difference from the reference."""
-    return "—" if pct is None or not math.isfinite(pct) else f"{pct:+.1f} %"
-
-
-def fmt_duration(s: float | None) -> str:
-    """Seconds as '12.3 s', '4 min 05 s' or '2 h 03 min'."""
-    if s is None:
-        return "—"
-    if s < 60:
-        return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
-    m, sec = divmod(round(s), 60)
-    if m < 60:
-        return f"{m} min {sec:02d} s"
-    h, m = divmod(m, 60)
-    return f"{h} h {m:02d} min"
-
-
-def fmt_time(iso: str) -> str:
-    """An ISO 8601 timestamp as 'YYYY-MM-DD HH:MM:SS UTC'; unparsable text is returned as is."""
-    if not iso:
-        return "—"
-    try:
-        t = datetime.fromisoformat(iso.replace("Z", "+00:00"))
-    except ValueError:
-        return iso
-    if t.tzinfo is not None:
-        t = t.astimezone(timezone.utc)
-    return t.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def digits_for(measured: float | None, others: Iterable[float | None]) -> int:
-    """Fewest digits (3..6) at which `measured` does not print the same as a different bound."""
-    if measured is None or not math.isfinite(measured):
-        return 3
-    rivals = [o for o in others if o is not None and o != measured]
-    for d in range(3, 7):
-        if all(fmt_num(measured, d) != fmt_num(o, d) for o in rivals):
-            return d
-    return 6
-
-
-def fmt_labels(labels: Mapping[str, Any]) -> str:
-    """Labels as '{k=v,k=v}', or '' when there are none."""
-    return "{" + ",".join(f"{k}={v}" for k, v in labels.items()) + "}" if labels else ""
 
 
 def clean_text(text: str) -> str:
@@ -239,8 +147,6 @@ def _check_view(i: int, c: CheckResult, run_dir: Path | None) -> CheckView:
         RunView(t, shlex.join(t.argv), (_output("stdout", t.stdout_file, run_dir),
                                       _output("stderr", t.stderr_file, run_dir)))
         for t in c.tool_runs)
-    from harness.report.audit import audit_view, is_audit_evaluation, shows_metric
-    from harness.report.gpu_table import gpu_table, holds
 
     audit = audit_view(c.details)
     gpus = gpu_table(c.metrics, c.evaluations)
@@ -249,12 +155,9 @@ def _check_view(i: int, c: CheckResult, run_dir: Path | None) -> CheckView:
                   and (audit is None or not shows_metric(m.name)))
     details = tuple((str(k), inv_cell(str(k), v)) for k, v in c.details.items()
                     if audit is None or k != "audit")
-    from harness.report.telemetry_svg import telemetry_figure
 
     power = None
-    if c.kind == "power_headroom":  # its chart module is only imported where it is drawn
-        from harness.report.power_svg import power_view
-
+    if c.kind == "power_headroom":
         power = power_view(c, run_dir)
     return CheckView(f"check-{i}", c, tuple(_row(e, c.metrics) for e in evs), extra, runs,
                      details, audit, telemetry_figure(c, run_dir), power, gpus)
@@ -370,9 +273,7 @@ def inventory_view(inv: Mapping[str, Any], host: str) -> dict[str, Any]:
 
 @lru_cache(maxsize=4)
 def _environment(cache_parent: Path | None = None) -> Environment:
-    import jinja2
-
-    from harness.report import tplcache
+    import jinja2  # start-up: Jinja2 loads only when a report is rendered
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("harness.report", "templates"),
@@ -382,7 +283,6 @@ def _environment(cache_parent: Path | None = None) -> Environment:
     )
     env.filters.update(num=fmt_num, value=fmt_value, duration=fmt_duration, time=fmt_time,
                        bytes=fmt_bytes)
-    from harness.report import charts
 
     env.globals.update(nccl_busbw_chart=charts.nccl_busbw_figure)
     return env
@@ -390,8 +290,6 @@ def _environment(cache_parent: Path | None = None) -> Environment:
 
 def render_html(record: RunRecord, run_dir: Path | None) -> str:
     """The whole report as one self-contained HTML document."""
-    from harness.report.drives import drive_table
-    from harness.report.trends import history_view
 
     checks = [_check_view(i, c, run_dir) for i, c in enumerate(record.checks)]
     # the output directory holds the compiled-template cache (run dirs live directly in it)

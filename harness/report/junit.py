@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 
 from harness.model import CheckResult, Evaluation, Outcome, RunRecord, Status
-from harness.report.html import digits_for, fmt_band, fmt_delta, fmt_labels, fmt_value
+from harness.report.fmt import digits_for, fmt_band, fmt_delta, fmt_labels, fmt_value
 
 # characters XML 1.0 forbids, even escaped
 _ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")

@@ -13,16 +13,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
+
+from markupsafe import Markup
 
 from harness.fsutil import load_recorded
 from harness.model import CheckResult
 from harness.report.charts import COLOURS
 from harness.report.svg import thin
 from harness.series.power import PowerSeries, load
-
-if TYPE_CHECKING:
-    from markupsafe import Markup
 
 W, H = 760, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 132, 18, 34
@@ -169,8 +168,6 @@ def power_view(check: CheckResult, run_dir: Optional[Path]) -> Optional[PowerVie
         if check.kind == "power_headroom" else None
     if series is None:
         return None
-    from markupsafe import Markup
-
     v = {m.name: m.value for m in check.metrics if not m.labels}
     ev = next((e for e in check.evaluations if e.metric == "power.headroom_pct"), None)
     head = v.get("power.headroom_pct")

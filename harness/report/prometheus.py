@@ -24,13 +24,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.fsutil import atomic_write_text
 from harness.model import VERDICTS, RunRecord, Status
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
     from prometheus_client.metrics_core import Metric as PromMetric
-
-    from harness.fleet.analysis import FleetReport
 
 TEXTFILE_NAME = "harness.prom"
 RESERVED = frozenset({"node", "check", "kind", "name", "unit", "status", "suite", "verdict", "job",
@@ -97,23 +96,6 @@ def run_samples(record: RunRecord, node: str) -> list[Sample]:
     return out
 
 
-def fleet_samples(report: FleetReport, node: str) -> list[Sample]:
-    """One node's samples in a fleet: its run (if any), its fleet status and its outliers."""
-    from harness.fleet.collect import NodeStatus
-
-    out: list[Sample] = []
-    outcome = next(n for n in report.nodes if n.node == node)
-    if outcome.record is not None:
-        out += run_samples(outcome.record, node)
-    out += [Sample("harness_fleet_node_status", (("node", node), ("status", s.value)),
-                   1.0 if outcome.status is s else 0.0) for s in NodeStatus]
-    for o in report.outliers_of(node):
-        base = (("node", node), ("check", o.key.check), ("name", o.key.metric), ("unit", o.key.unit))
-        out.append(Sample("harness_fleet_outlier_zscore",
-                          base + tuple(sorted((label_name(k), v) for k, v in o.key.labels)), o.z))
-    return out
-
-
 class _Collector:
     """Turns samples into gauge families; each sample keeps only the labels it has."""
 
@@ -121,6 +103,7 @@ class _Collector:
         self.samples = samples
 
     def collect(self) -> Iterator[PromMetric]:
+        # start-up: prometheus_client loads only to export
         from prometheus_client.core import GaugeMetricFamily
 
         by_family: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
@@ -135,7 +118,7 @@ class _Collector:
 
 
 def registry(samples: Iterable[Sample]) -> CollectorRegistry:
-    from prometheus_client import CollectorRegistry
+    from prometheus_client import CollectorRegistry  # start-up: prometheus_client loads only to export
 
     reg = CollectorRegistry(auto_describe=False)
     reg.register(_Collector(list(samples)))  # type: ignore[arg-type]
@@ -144,15 +127,13 @@ def registry(samples: Iterable[Sample]) -> CollectorRegistry:
 
 def exposition(samples: Iterable[Sample]) -> str:
     """The samples in the Prometheus text format."""
-    from prometheus_client import generate_latest
+    from prometheus_client import generate_latest  # start-up: prometheus_client loads only to export
 
     return generate_latest(registry(samples)).decode("utf-8")
 
 
 def write_textfile(target: Path, samples: Iterable[Sample]) -> Path:
     """Write atomically to `target` (a directory gets harness.prom), as the textfile collector wants."""
-    from harness.fsutil import atomic_write_text
-
     path = target / TEXTFILE_NAME if target.is_dir() else target
     atomic_write_text(path, exposition(samples))
     return path

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from markupsafe import Markup
 
 from harness.fsutil import load_recorded
 from harness.model import CheckResult
@@ -19,9 +20,6 @@ from harness.parsers import clockreasons
 from harness.report.charts import COLOURS
 from harness.report.svg import thin
 from harness.series.telemetry import Series, intervals, load
-
-if TYPE_CHECKING:
-    from markupsafe import Markup
 
 W, H = 720, 150
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 20, 24
@@ -131,6 +129,4 @@ def telemetry_figure(check: CheckResult, run_dir: Path | None) -> Markup | None:
     html = charts_html(series)
     if not html:
         return None
-    from markupsafe import Markup
-
     return Markup(html)  # noqa: S704 - built from escaped parts only

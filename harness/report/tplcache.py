@@ -36,7 +36,7 @@ def bytecode_cache(parent: Path | None) -> Any:
     directory = private_dir(parent)
     if directory is None:
         return None
-    import jinja2
+    import jinja2  # start-up: Jinja2 loads only when a report is rendered
 
     class _Quiet(jinja2.FileSystemBytecodeCache):
         def dump_bytecode(self, bucket: Any) -> None:

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from harness import results
 from harness.model import CheckResult, RunRecord, Status
-from harness.report import RENDERERS, Renderer, write_rendered
+from harness.report.outputs import RENDERERS, Renderer, write_rendered
 
 log = logging.getLogger("harness")
 

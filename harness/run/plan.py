@@ -8,13 +8,16 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from harness import ownrules
+from harness.checks import config_audit
 from harness.compare import OwnRule, Rule, applicable
+from harness.config.factrule import plan_lines
 from harness.config.models import Expectation, Profile
 from harness.errors import UsageError
 from harness.platform import pci
 from harness.series import telemetry
 
 if TYPE_CHECKING:
+    from harness.checks.base import CheckKind
     from harness.config.loader import LoadedProfile, LoadedSuite, ResolvedCheck
 
 
@@ -22,7 +25,7 @@ if TYPE_CHECKING:
 class PlannedCheck:
     """One check as it will run: the resolved suite entry and the rules that judge it."""
 
-    check: ResolvedCheck
+    check: ResolvedCheck[CheckKind]
     rules: tuple[Rule, ...]  # the profile's and the suite's
 
     @property
@@ -37,7 +40,8 @@ class PlannedCheck:
         return (*c.kind.rules_of(c.params), *telemetry.own_rules(c.params))
 
 
-def select_checks(suite: LoadedSuite, only: Sequence[str], skip: Sequence[str]) -> list[ResolvedCheck]:
+def select_checks(suite: LoadedSuite[CheckKind], only: Sequence[str],
+                  skip: Sequence[str]) -> list[ResolvedCheck[CheckKind]]:
     """Apply --only and --skip; an unknown id is a usage error naming the known ones."""
     ids = [c.spec.id for c in suite.checks]
     unknown = [i for i in (*only, *skip) if i not in ids]
@@ -68,7 +72,7 @@ def hardware_rules(profile: Profile) -> list[Rule]:
     return out
 
 
-def build(suite: LoadedSuite, profile: LoadedProfile, only: Sequence[str] = (),
+def build(suite: LoadedSuite[CheckKind], profile: LoadedProfile, only: Sequence[str] = (),
           skip: Sequence[str] = ()) -> list[PlannedCheck]:
     """Every selected check with its rules: profile rules, hardware rules, the check's own."""
     profile_rules = [Rule(e, profile.profile.name) for e in profile.profile.expectations]
@@ -148,7 +152,7 @@ def select_profile(inventory: Mapping[str, Any],
     return chosen, why
 
 
-def render_dry_run(suite: LoadedSuite, profile: LoadedProfile, profile_reason: str,
+def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profile_reason: str,
                    plan: Sequence[PlannedCheck], inventory: Mapping[str, Any],
                    allow_destructive: bool) -> str:
     """The plan as text: every check, its exact command lines, and every rule that can fail it:
@@ -178,9 +182,7 @@ def render_dry_run(suite: LoadedSuite, profile: LoadedProfile, profile_reason: s
         own = pc.own_rules
         built_in = [*(c.kind.verdicts(c.params, hardware) if c.kind.verdicts else ()),
                     *telemetry.verdicts(c.params)]
-        if c.kind.name == "config_audit":
-            from harness.config.factrule import plan_lines
-
+        if c.kind.name == config_audit.NAME:
             lines += plan_lines(profile.profile.name, profile.profile.config, getattr(c.params, "rules", []))
         elif not pc.rules and not own and not built_in:
             lines.append("   (no expectations: metrics are recorded only)")

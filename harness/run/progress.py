@@ -67,7 +67,7 @@ class RichProgress:
     """A live panel: current check, elapsed and remaining, and the last numbers."""
 
     def __init__(self) -> None:
-        from rich.console import Console
+        from rich.console import Console  # start-up: rich loads only for a live display
         from rich.live import Live
 
         self.total = 0
@@ -78,7 +78,7 @@ class RichProgress:
                          get_renderable=self._render)
 
     def _render(self) -> Any:
-        from rich.text import Text
+        from rich.text import Text  # start-up: rich loads only for a live display
 
         if not self.current:
             return Text("")
@@ -113,7 +113,7 @@ class RichProgress:
     def check_finished(self, result: CheckResult) -> None:
         colour = {"passed": "green", "warned": "yellow", "failed": "red", "errored": "magenta"}.get(
             result.status.value, "white")
-        from rich.text import Text
+        from rich.text import Text  # start-up: rich loads only for a live display
 
         self.last = _last_numbers(result)
         line = Text("  ")

@@ -19,6 +19,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from harness import results
+from harness.checks.base import CheckKind
+from harness.checks.registry import kinds
 from harness.config import LoadedProfile, LoadedSuite, load_profile, load_suite
 from harness.errors import UsageError
 from harness.model import CheckResult, RunRecord, Status
@@ -36,7 +38,7 @@ class Resumption:
 
     run_dir: Path
     record: RunRecord  # as the earlier attempt left it
-    suite: LoadedSuite
+    suite: LoadedSuite[CheckKind]
     profile: LoadedProfile
     selected: tuple[str, ...]
     finished: Mapping[str, CheckResult]  # kept, not run again
@@ -59,7 +61,7 @@ def prepare(run_dir: Path) -> Resumption:
                          "nothing to resume")
     suite_path, suite_digest = _recorded(record.suite, "suite", run_dir)
     profile_path, profile_digest = _recorded(record.profile, "profile", run_dir)
-    suite = load_suite(Path(suite_path))
+    suite = load_suite(Path(suite_path), kinds())
     profile = load_profile(Path(profile_path))
     for what, path, want, got in (("suite", suite_path, suite_digest, digest(suite.suite)),
                                   ("profile", profile_path, profile_digest, digest(profile.profile))):

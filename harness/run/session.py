@@ -85,6 +85,7 @@ def _plan_run(*, suite: str | None, profile: str | None, output: Path, only: Seq
               resume: Path | None) -> Callable[..., Finished]:
     """Load, check and plan the run (or the resumed one); returns what then runs it."""
     from harness import config
+    from harness.checks.registry import kinds
     from harness.platform import sysinfo
     from harness.run import plan
     from harness.run.resume import digest
@@ -96,7 +97,7 @@ def _plan_run(*, suite: str | None, profile: str | None, output: Path, only: Seq
             raise UsageError(f"--resume takes the suite, profile and checks from RUN_DIR/results.json; "
                              f"drop {', '.join(given)}")
         return _resume(resume, allow_destructive, inventory_probe)
-    loaded = config.load_suite(config.find_suite(suite or "smoke"))
+    loaded = config.load_suite(config.find_suite(suite or "smoke"), kinds())
     checks = plan.select_checks(loaded, only, skip)  # argument errors before any work
     inventory = dict(inventory_probe() if inventory_probe else sysinfo.collect())
     if profile:

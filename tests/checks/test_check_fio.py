@@ -13,8 +13,9 @@ import pytest
 from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
-from harness.checks.fio import DEFAULT_JOBS, KIND, FioParams, budget_s, build_argv
-from harness.errors import HarnessError, Interrupted, ToolError, ToolTimeout
+from harness.checks.fio import KIND
+from harness.checks.fio_jobs import DEFAULT_JOBS, FioParams, budget_s, build_argv
+from harness.errors import HarnessError, ToolError, ToolTimeout
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None and os.environ.get("CI") != "true",
                                 reason="fio not installed (apt-get install fio)")
@@ -188,6 +189,10 @@ def test_files_removed_after_a_timeout(tmp_path):
         KIND.run(params(target=str(target), jobs=[job]), ctx)
     assert ctx.tool_runs[0].timed_out
     assert list(target.iterdir()) == []
+
+
+class Interrupted(HarnessError):
+    """Stands for whatever stops a run mid-tool (a signal handler's exception)."""
 
 
 class InterruptedContext(CheckContext):

@@ -128,6 +128,7 @@ def test_plan_lists_the_log_command():
 def test_the_profile_sets_the_site_xid_policy_unless_the_suite_does(tmp_path: Path):
     from clihelp import harness, write
 
+    from harness.checks.registry import kinds
     from harness.config import load_profile, load_suite
     from harness.run.plan import build
 
@@ -135,7 +136,7 @@ def test_the_profile_sets_the_site_xid_policy_unless_the_suite_does(tmp_path: Pa
                     "hardware: {gpu: {xid_critical: [13, 79]}}\n")
     suite = write(tmp_path / "s.yaml", "name: s\nchecks:\n  - {id: plain, kind: gpu_health}\n"
                   "  - {id: own, kind: gpu_health, params: {xid_critical: [48]}}\n")
-    plain, own = build(load_suite(suite), load_profile(profile))
+    plain, own = build(load_suite(suite, kinds()), load_profile(profile))
     assert plain.check.params.xid_critical == [13, 79] and own.check.params.xid_critical == [48]
     assert load_profile(profile).profile.hardware.gpu.count == 8  # the rest of the parent's gpu block stays
     r = harness("run", str(suite), "--profile", str(profile), "--dry-run")

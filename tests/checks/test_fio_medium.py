@@ -16,7 +16,7 @@ import pytest
 from clihelp import PASS_PROFILE, QUICK_FIO, harness, results, run_dirs, write
 
 from harness.checks import fio_medium
-from harness.checks.fio import FioJob
+from harness.checks.fio_jobs import FioJob
 from harness.platform import storage
 
 DATA = Path(__file__).parents[1] / "data" / "storage"

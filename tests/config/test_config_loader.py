@@ -525,3 +525,30 @@ def test_union_of_models_tags_are_not_paths(tmp_path: Path) -> None:
     ]
     assert load_suite(write(tmp_path, "ok.yaml", "name: s\nchecks: [{id: a, kind: u, params: "
                                                  "{target: {size_gb: 2}}}]\n"), kinds).checks
+
+
+# ---------------------------------------------------------------- kinds through the KindSpec Protocol
+
+class _PlainKind:
+    """Not a CheckKind: only what config's KindSpec Protocol asks for."""
+
+    description = "a kind config meets only through its Protocol"
+    params = DemoParams
+    metrics: Mapping[str, MetricSpec] = {"demo.rate": MetricSpec("GB/s", "higher")}
+    declared_metrics = None
+
+    def metric_specs(self, params: Any) -> Mapping[str, MetricSpec]:
+        return self.metrics
+
+
+def test_config_takes_any_kind_that_fits_its_protocol(tmp_path: Path) -> None:
+    kinds = {"plain": _PlainKind()}
+    path = write(tmp_path, "s.yaml", "name: s\nchecks:\n  - {id: a, kind: plain, params: {size: 3},"
+                                     " expect: [{metric: demo.rate, min: 1, unit: GB/s}]}\n")
+    loaded = load_suite(path, kinds)
+    assert loaded.checks[0].kind is kinds["plain"] and loaded.checks[0].params == DemoParams(size=3)
+    bad = write(tmp_path, "b.yaml", "name: s\nchecks:\n  - {id: a, kind: plain,"
+                                    " expect: [{metric: demo.rat, min: 1, unit: GB/s}]}\n")
+    assert [p.message for p in validate_paths([bad], kinds)] == [
+        "unknown metric 'demo.rat' (did you mean 'demo.rate'?); kind 'plain' produces: demo.rate"]
+    assert "unknown check kind 'plain'" in str(validate_paths([bad], {})[0])

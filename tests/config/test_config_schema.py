@@ -120,3 +120,9 @@ def test_schema_validates_documents_like_the_loader() -> None:
     jsonschema.Draft202012Validator.check_schema(profile)
     assert not list(jsonschema.Draft202012Validator(profile).iter_errors(
         {"name": "p", "hardware": {"gpu": {"count": 8}}, "expectations": []}))
+
+
+def test_the_suite_schema_needs_the_kinds_it_is_handed() -> None:
+    with pytest.raises(ValueError, match="check kinds"):
+        json_schema("suite")
+    assert json_schema("suite", {})["title"] == "harness suite"

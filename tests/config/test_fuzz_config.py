@@ -20,6 +20,7 @@ from clihelp import harness
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from harness.checks.registry import kinds
 from harness.config import load_profile, load_suite, validate_paths
 from harness.errors import ConfigError, ConfigProblem
 from harness.run import plan
@@ -150,7 +151,7 @@ def _render(doc: Any, data: st.DataObject) -> str:
 
 def _judge(path: Path, text: str) -> list[ConfigProblem]:
     t0 = time.monotonic()
-    problems = validate_paths([path])
+    problems = validate_paths([path], kinds())
     assert time.monotonic() - t0 < 10, "validation must be bounded in time"
     n_lines = text.count("\n") + 1
     for p in problems:
@@ -169,9 +170,8 @@ def _fuzz(tmp_path: Path, base: dict[str, Any], data: st.DataObject, what: str) 
     path.write_text(text, encoding="utf-8", errors="surrogatepass")
     problems = _judge(path, text)
     COUNTS[what] = COUNTS.get(what, 0) + 1
-    loader = load_suite if what == "suite" else load_profile
     try:
-        loaded = loader(path)
+        loaded = load_suite(path, kinds()) if what == "suite" else load_profile(path)
     except ConfigError as e:
         assert e.problems, "a ConfigError always says what is wrong"
         event(f"{what}: ConfigError")
@@ -204,7 +204,7 @@ def test_bases_are_valid(tmp_path: Path) -> None:
     for what, base in (("suite", SUITE), ("profile", PROFILE)):
         p = tmp_path / f"{what}.yaml"
         p.write_text(yaml.safe_dump(base))
-        assert validate_paths([p]) == []
+        assert validate_paths([p], kinds()) == []
 
 
 @settings(max_examples=4, deadline=None,

@@ -173,6 +173,7 @@ def test_run_fails_on_drift_against_an_imported_golive_run(real: RunRecord, tmp_
 
 
 def test_profile_drift_rules_merge_through_extends_and_are_validated(tmp_path: Path):
+    from harness.checks.registry import kinds
     from harness.config import load_profile, load_suite, validate_paths
     from harness.history.record import rules_of
 
@@ -185,7 +186,7 @@ def test_profile_drift_rules_merge_through_extends_and_are_validated(tmp_path: P
     prof = load_profile(child).profile
     assert [(r.metric, r.max_drop_pct, r.severity) for r in prof.drift] == [
         ("fio.iops", 2, "fail"), ("fio.bw", 5, "warn"), ("gpu.retired_pages", None, "warn")]
-    suite = load_suite(write(tmp_path / "s.yaml", DRIFT_SUITE)).suite
+    suite = load_suite(write(tmp_path / "s.yaml", DRIFT_SUITE), kinds()).suite
     merged = rules_of(suite, prof)
     assert [(r.rule.metric, r.source) for r in merged] == [
         ("fio.iops", "suite quick"), ("host.cpu_cores", "suite quick"), ("fio.iops", "profile child"),
@@ -194,7 +195,7 @@ def test_profile_drift_rules_merge_through_extends_and_are_validated(tmp_path: P
 
     bad = write(tmp_path / "bad.yaml", "name: bad\ndrift:\n  - {metric: fio.iopz, max_drop_pct: 5}\n"
                 "  - {metric: fio.bw, vs: lastyear, max_drop_pct: 5}\n  - {metric: fio.bw}\n")
-    problems = [str(p) for p in validate_paths([bad])]
+    problems = [str(p) for p in validate_paths([bad], kinds())]
     assert any(p.startswith(f"{bad}:3:") and "unknown metric 'fio.iopz'" in p for p in problems), problems
     assert any(p.startswith(f"{bad}:4:") for p in problems), problems
     assert any(p.startswith(f"{bad}:5:") and "give a limit" in p for p in problems), problems

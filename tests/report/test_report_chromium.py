@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import report_samples as samples
 
-from harness.report import write_reports
+from harness.report.outputs import write_reports
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

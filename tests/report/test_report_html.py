@@ -13,9 +13,7 @@ import pytest
 import report_samples as samples
 
 from harness.model import CheckResult, Outcome, RunRecord, Status, ToolRun
-from harness.report import write_reports
-from harness.report.html import (
-    TAIL_BYTES,
+from harness.report.fmt import (
     digits_for,
     fmt_band,
     fmt_bytes,
@@ -24,10 +22,9 @@ from harness.report.html import (
     fmt_num,
     fmt_time,
     fmt_value,
-    inventory_view,
-    read_tail,
-    render_html,
 )
+from harness.report.html import TAIL_BYTES, inventory_view, read_tail, render_html
+from harness.report.outputs import write_reports
 
 ALLOWED_TAGS = {
     "html", "head", "meta", "link", "title", "style", "body", "main", "h1", "h2", "h3", "p", "div", "span",

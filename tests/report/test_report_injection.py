@@ -21,7 +21,7 @@ import report_samples as samples
 from clihelp import harness, run_dirs, write
 
 from harness.model import RunRecord
-from harness.report import write_reports
+from harness.report.outputs import write_reports
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -16,8 +16,8 @@ import report_samples as samples
 from harness.bmc_model import BmcReading, PsuReading
 from harness.model import CheckResult, Evaluation, Metric, Outcome, Status
 from harness.platform.nvml import GpuSample
-from harness.report import write_reports
 from harness.report.html import render_html
+from harness.report.outputs import write_reports
 from harness.report.power_svg import chart, power_view, psu_failures
 from harness.series import power as power_series
 from harness.series.power import Sample

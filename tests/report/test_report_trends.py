@@ -19,8 +19,8 @@ from harness.history.drift import SourcedRule
 from harness.history.record import annotate
 from harness.history.store import SqliteStore
 from harness.model import RunRecord
-from harness.report import write_reports
 from harness.report.html import render_html
+from harness.report.outputs import write_reports
 from harness.report.svg import ChartPoint, num, trend_chart
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -16,7 +16,7 @@ import pytest
 from harness import results
 from harness.cli.quiet import run_quietly
 from harness.history import record as history
-from harness.report import HTML_NAME, JUNIT_NAME, RENDERERS
+from harness.report.outputs import HTML_NAME, JUNIT_NAME, RENDERERS
 from harness.run import finish, progress, retention
 from harness.run import session as app
 

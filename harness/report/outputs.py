@@ -1,0 +1,35 @@
+"""Write a run's rendered outputs (report.html, junit.xml) into its run directory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from harness.fsutil import atomic_write_text
+from harness.model import RunRecord
+from harness.report.html import render_html
+from harness.report.junit import render_junit
+
+HTML_NAME = "report.html"
+JUNIT_NAME = "junit.xml"
+
+Renderer = Callable[[RunRecord, Path], str]
+
+
+def _junit(record: RunRecord, run_dir: Path) -> str:
+    return render_junit(record)
+
+
+RENDERERS: Mapping[str, Renderer] = {HTML_NAME: render_html, JUNIT_NAME: _junit}
+
+
+def write_rendered(run_dir: Path, texts: Mapping[str, str]) -> None:
+    """Write rendered reports (file name -> text) into `run_dir`, each atomically."""
+    for name, text in texts.items():
+        # re-renderable from results.json (harness report): no fsync needed
+        atomic_write_text(run_dir / name, text, durable=False)
+
+
+def write_reports(record: RunRecord, run_dir: Path) -> None:
+    """Render and write report.html and junit.xml into `run_dir` (`harness report`)."""
+    write_rendered(run_dir, {name: render(record, run_dir) for name, render in RENDERERS.items()})
