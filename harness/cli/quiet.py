@@ -16,8 +16,8 @@ from contextlib import redirect_stderr, redirect_stdout
 from typing import TextIO
 
 MAX_LINE = 500
-_VERDICT = re.compile(r"^(ACCEPTED|REJECTED|ERRORED|INCOMPLETE): ")
-_PROBLEM = re.compile(r"^  (FAILED|ERRORED) ")
+_VERDICT = re.compile(r"^(ACCEPTED|REJECTED|ERRORED|INCOMPLETE|UNTESTED): ")
+_PROBLEM = re.compile(r"^  (FAILED|ERRORED|UNTESTED) ")
 
 
 def one_line(printed: str, code: int, seconds: float) -> str:

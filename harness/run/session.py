@@ -162,8 +162,11 @@ def _launch(planned: Sequence[PlannedCheck], loaded: LoadedSuite, prof: LoadedPr
     record = history.after_run(record, run_dir=run_dir, output=output,
                                drift_rules=history.rules_of(loaded.suite, prof.profile))
     c = record.counts
-    print(f"{record.verdict}: {c['passed']} passed, {c['warned']} warned, {c['failed']} failed, "
-          f"{c['errored']} errored, {c['skipped']} skipped, {c['not_run']} not run")
+    print(f"{record.verdict}: {c['passed']} passed, {c['recorded']} recorded, {c['warned']} warned, "
+          f"{c['failed']} failed, {c['errored']} errored, {c['skipped']} skipped, {c['not_run']} not run")
+    if record.verdict == "UNTESTED":
+        for why in record.untested:
+            print(f"  UNTESTED {why}")
     for chk in record.checks:
         if chk.status.value in ("failed", "errored"):
             print(f"  {chk.status.value.upper()} {chk.id}: {chk.message}")

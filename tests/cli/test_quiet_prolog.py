@@ -59,5 +59,18 @@ def test_a_gate_whose_tool_is_missing_says_errored_and_exits_3(tmp_path: Path):
                 str(tmp_path / "o"), env=env(tmp_path))
     assert r.returncode == 3, r.stdout + r.stderr
     (line,) = r.stdout.splitlines()
-    assert line.startswith("harness: ERRORED: 0 passed, 0 warned, 0 failed, 1 errored")
+    assert line.startswith("harness: ERRORED: 0 passed, 0 recorded, 0 warned, 0 failed, 1 errored")
     assert " | ERRORED probe: no-such-health-probe not found on PATH" in line
+
+
+def test_a_gate_that_judges_nothing_says_untested_and_exits_4(tmp_path: Path):
+    """A probe that ran but has no rule is recorded, not passed: the gate must not call that a pass."""
+    suite = write(tmp_path / "gate.yaml", "name: gate\nchecks:\n  - id: probe\n    kind: command\n"
+                  "    params: {argv: [/bin/true]}\n")
+    profile = write(tmp_path / "lenient.yaml", LENIENT)
+    r = harness("run", str(suite), "-q", "--history", "off", "--profile", str(profile), "--output",
+                str(tmp_path / "o"), env=env(tmp_path))
+    assert r.returncode == 4, r.stdout + r.stderr
+    (line,) = r.stdout.splitlines()
+    assert line.startswith("harness: UNTESTED: 0 passed, 1 recorded, ")
+    assert " | UNTESTED no check judged anything (1 recorded) | report " in line
