@@ -89,7 +89,7 @@ def harness_run(suite: Path, out: Path) -> float:
     results = sorted(set(out.glob("*/results.json")) - before)
     checks = json.loads(results[0].read_text())["checks"] if results else []
     fio = next((c for c in checks if c.get("id") == "fio"), None)
-    if fio is None or fio["status"] not in ("passed", "warned", "failed") or not fio["metrics"]:
+    if fio is None or fio["status"] not in ("passed", "recorded", "warned", "failed") or not fio["metrics"]:
         why = f"check status {fio['status']}: {fio.get('message')}" if fio else "no results.json"
         raise SystemExit(f"harness run did not measure (exit {rc}, {why}):\n{tail}")
     return wall

@@ -189,7 +189,10 @@ def applicable(rules: Iterable[Rule], check_id: str, metric_names: Iterable[str]
 
 
 def status_of(evaluations: Sequence[Evaluation]) -> Status:
-    """A valid check's status from its evaluations: fail > error > warn > pass."""
+    """A valid check's status from its evaluations: fail > error > warn > pass; with no evaluation
+    at all it is RECORDED (measured, nothing to judge), never PASSED."""
+    if not evaluations:
+        return Status.RECORDED
     outcomes = {e.outcome for e in evaluations}
     if Outcome.FAIL in outcomes:
         return Status.FAILED

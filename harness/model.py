@@ -20,6 +20,7 @@ class Status(str, Enum):
     """Outcome of a whole check."""
 
     PASSED = "passed"
+    RECORDED = "recorded"  # measured validly, but no rule judged it: not a pass
     WARNED = "warned"
     FAILED = "failed"  # hardware measured badly
     ERRORED = "errored"  # tool or environment failed: never a hardware verdict
@@ -27,20 +28,29 @@ class Status(str, Enum):
     NOT_RUN = "not_run"
 
 
+# Statuses whose metrics are valid measurements (history stores them, fleets compare them).
+MEASURED = (Status.PASSED, Status.RECORDED, Status.WARNED, Status.FAILED)
+# Statuses that are a judgement of the hardware: a run needs one before it can be ACCEPTED.
+JUDGED = (Status.PASSED, Status.WARNED, Status.FAILED)
+
 # The run's verdict, worst first. Only hardware that measured badly rejects; a tool or environment
-# failure leaves the node unjudged (ERRORED), never a hardware verdict.
-VERDICTS = ("REJECTED", "ERRORED", "INCOMPLETE", "ACCEPTED")
+# failure leaves the node unjudged (ERRORED), never a hardware verdict; a run that finished but
+# judged nothing, or skipped a check its profile expects, is UNTESTED: a verdict needs a measurement.
+VERDICTS = ("REJECTED", "ERRORED", "INCOMPLETE", "UNTESTED", "ACCEPTED")
 # Exit status per verdict, for CI. 2 is invalid input; 128+N an interrupting signal.
-EXIT_CODES = {"ACCEPTED": 0, "REJECTED": 1, "ERRORED": 3, "INCOMPLETE": 3}
+EXIT_CODES = {"ACCEPTED": 0, "REJECTED": 1, "ERRORED": 3, "INCOMPLETE": 3, "UNTESTED": 4}
 
 
-def verdict_of(failed: int, errored: int, unfinished: bool) -> str:
-    """REJECTED when a check failed, else ERRORED when one errored, else INCOMPLETE or ACCEPTED."""
+def verdict_of(failed: int, errored: int, unfinished: bool, *, untested: bool) -> str:
+    """The worst that applies: REJECTED (a check failed), ERRORED (one errored), INCOMPLETE (the run
+    did not finish), UNTESTED (nothing was judged, or an expected check was skipped), else ACCEPTED."""
     if failed:
         return "REJECTED"
     if errored:
         return "ERRORED"
-    return "INCOMPLETE" if unfinished else "ACCEPTED"
+    if unfinished:
+        return "INCOMPLETE"
+    return "UNTESTED" if untested else "ACCEPTED"
 
 
 class Outcome(str, Enum):
@@ -194,6 +204,13 @@ class CheckResult:
     problems: tuple[str, ...] = ()  # why the tool run was not valid
     tool_runs: tuple[ToolRun, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
+    # on a skipped check the profile expects: which rule of the profile wanted a measurement
+    expected_by: str = ""
+
+    @property
+    def expected_skip(self) -> bool:
+        """Skipped, though the profile expects a measurement from it: the run is UNTESTED."""
+        return self.status is Status.SKIPPED and bool(self.expected_by)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -202,7 +219,7 @@ class CheckResult:
             "metrics": [m.to_dict() for m in self.metrics],
             "evaluations": [e.to_dict() for e in self.evaluations],
             "problems": list(self.problems), "tool_runs": [t.to_dict() for t in self.tool_runs],
-            "details": dict(self.details),
+            "details": dict(self.details), "expected_by": self.expected_by,
         }
 
     @classmethod
@@ -214,7 +231,7 @@ class CheckResult:
             evaluations=tuple(Evaluation.from_dict(e) for e in d.get("evaluations", [])),
             problems=tuple(d.get("problems", [])),
             tool_runs=tuple(ToolRun.from_dict(t) for t in d.get("tool_runs", [])),
-            details=dict(d.get("details", {})),
+            details=dict(d.get("details", {})), expected_by=str(d.get("expected_by") or ""),
         )
 
 
@@ -246,10 +263,25 @@ class RunRecord:
         return out
 
     @property
+    def untested(self) -> tuple[str, ...]:
+        """Why the run cannot be accepted although nothing failed or errored: () when it judged
+        something and skipped no check its profile expects."""
+        out = [f"{c.id} skipped ({c.message or 'no reason given'}), but {c.expected_by}"
+               for c in self.checks if c.expected_skip]
+        if not any(c.status in JUDGED for c in self.checks):
+            c = self.counts
+            what = ", ".join(f"{c[s.value]} {s.value.replace('_', ' ')}" for s in
+                             (Status.RECORDED, Status.SKIPPED, Status.NOT_RUN) if c[s.value])
+            out.insert(0, "no check judged anything" + (f" ({what})" if what else ": no checks"))
+        return tuple(out)
+
+    @property
     def verdict(self) -> str:
-        """See verdict_of: a failed check rejects, an errored one leaves the node unjudged."""
+        """See verdict_of: a failed check rejects, an errored one leaves the node unjudged, and a
+        run that judged nothing (or skipped an expected check) is UNTESTED."""
         c = self.counts
-        return verdict_of(c["failed"], c["errored"], self.interrupted or bool(c["not_run"]))
+        return verdict_of(c["failed"], c["errored"], self.interrupted or bool(c["not_run"]),
+                          untested=bool(self.untested))
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -162,7 +162,7 @@ def test_status_precedence():
     assert status_of([ev(Outcome.PASS), ev(Outcome.ERROR), ev(Outcome.FAIL)]) is Status.FAILED
     assert status_of([ev(Outcome.PASS), ev(Outcome.ERROR)]) is Status.ERRORED
     assert status_of([ev(Outcome.PASS), ev(Outcome.XFAIL)]) is Status.PASSED
-    assert status_of([]) is Status.PASSED
+    assert status_of([]) is Status.RECORDED  # measured, nothing to judge: never a pass
 
 
 def test_applicable_filters_by_metric_and_check_id():

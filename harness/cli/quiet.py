@@ -23,8 +23,8 @@ from harness.run.finish import errors_of
 from harness.run.session import Finished
 
 MAX_LINE = 500
-_COUNTED = (("passed", "passed"), ("warned", "warned"), ("failed", "failed"), ("errored", "errored"),
-            ("skipped", "skipped"), ("not_run", "not run"))
+_COUNTED = (("passed", "passed"), ("recorded", "recorded"), ("warned", "warned"), ("failed", "failed"),
+            ("errored", "errored"), ("skipped", "skipped"), ("not_run", "not run"))
 
 
 def _one_line(text: str) -> str:
@@ -57,6 +57,8 @@ def quiet_line(record: RunRecord, report: Path | None, seconds: float) -> str:
     if record.interrupted:
         parts.append("interrupted")
     parts += [problem(chk) for chk in record.checks if chk.status.value in ("failed", "errored")]
+    if record.verdict == "UNTESTED":
+        parts += [f"UNTESTED {why}" for why in record.untested]
     head = " | ".join(_one_line(p) for p in parts)
     tail = (f" | report {_one_line(str(report))}" if report else "") + f" ({seconds:.1f} s)"
     if len(head) + len(tail) > MAX_LINE:

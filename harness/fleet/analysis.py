@@ -48,9 +48,11 @@ class FleetReport:
 
     @property
     def verdict(self) -> str:
-        """The worst node's: REJECTED, ERRORED, INCOMPLETE (or any has no verdict yet), ACCEPTED."""
+        """The worst node's: REJECTED, ERRORED, INCOMPLETE (or any has no verdict yet), UNTESTED (or
+        there are no nodes), ACCEPTED."""
         c = self.counts
-        return verdict_of(c["REJECTED"], c["ERRORED"], bool(c["INCOMPLETE"] or c["PENDING"] or c["RUNNING"]))
+        return verdict_of(c["REJECTED"], c["ERRORED"], bool(c["INCOMPLETE"] or c["PENDING"] or c["RUNNING"]),
+                          untested=bool(c["UNTESTED"]) or not self.nodes)
 
     @property
     def to_drain(self) -> list[NodeOutcome]:

@@ -3,7 +3,9 @@
 `judge` is pure: scheduler state + exit file + results.json in, one NodeOutcome out. A node is
 REJECTED only when a check *failed* (the hardware measured badly: drain it, RMA it); a job that
 failed, timed out, never started or left no results, and a check that errored, make it ERRORED
-with the scheduler's or the tool's reason, never a hardware verdict.
+with the scheduler's or the tool's reason, never a hardware verdict. A run that judged nothing, or
+skipped a check its profile expects, is UNTESTED. The reason names the checks that warned, were
+skipped, errored or only recorded: never "all checks passed" unless every check passed.
 """
 
 from __future__ import annotations
@@ -32,13 +34,16 @@ class NodeStatus(str, Enum):
     REJECTED = "REJECTED"  # a check failed: the hardware measured badly
     ERRORED = "ERRORED"  # the job or a tool failed: not a hardware verdict
     INCOMPLETE = "INCOMPLETE"  # the run was interrupted
+    UNTESTED = "UNTESTED"  # the run judged nothing, or skipped a check its profile expects
     PENDING = "PENDING"
     RUNNING = "RUNNING"
 
 
 # worst first: the order of the fleet report
 SEVERITY = {NodeStatus.REJECTED: 0, NodeStatus.ERRORED: 1, NodeStatus.INCOMPLETE: 2,
-            NodeStatus.PENDING: 3, NodeStatus.RUNNING: 4, NodeStatus.ACCEPTED: 5}
+            NodeStatus.UNTESTED: 3, NodeStatus.PENDING: 4, NodeStatus.RUNNING: 5, NodeStatus.ACCEPTED: 6}
+# how a node's reason names its other checks: at most this many per status, messages cut short
+REASON_CHECKS, REASON_MESSAGE = 5, 80
 
 
 @dataclass(frozen=True)
@@ -103,23 +108,59 @@ def evidence_of(record: RunRecord) -> tuple[Evidence, ...]:
 
 def status_of_record(record: RunRecord) -> NodeStatus:
     """The run's own verdict; a run that never finished is INCOMPLETE."""
-    if record.verdict == "ACCEPTED" and not record.finished:
+    if record.verdict in ("ACCEPTED", "UNTESTED") and not record.finished:
         return NodeStatus.INCOMPLETE
     return NodeStatus(record.verdict)
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= REASON_MESSAGE else text[:REASON_MESSAGE - 3] + "..."
+
+
+def _others(record: RunRecord, named: set[str]) -> list[str]:
+    """'errored: a, b', 'warned: c', 'skipped: d (why)', ... for checks the reason has not named."""
+    out = []
+    for st, word in ((Status.FAILED, "failed"), (Status.ERRORED, "errored"), (Status.WARNED, "warned"),
+                     (Status.SKIPPED, "skipped"), (Status.RECORDED, "recorded, not judged"),
+                     (Status.NOT_RUN, "not run")):
+        cs = [c for c in record.checks if c.status is st and c.id not in named]
+        if not cs:
+            continue
+        shown = [f"{c.id} ({_short(c.message)})" if st is Status.SKIPPED and c.message else c.id
+                 for c in cs[:REASON_CHECKS]]
+        more = f" and {len(cs) - REASON_CHECKS} more" if len(cs) > REASON_CHECKS else ""
+        out.append(f"{word}: {', '.join(shown)}{more}")
+    return out
+
+
+def reason_of(record: RunRecord, status: NodeStatus, ev: Sequence[Evidence]) -> str:
+    """One line: the first piece of evidence (or why the run is untested or incomplete, or how
+    many passed), then every other check that did not simply pass, by status."""
+    named: set[str] = set()
+    if ev:
+        first = ev[0]
+        what = "" if first.what == "run" else first.what + " "
+        head = [f"{first.check} {first.kind}: {what}{first.detail}"]
+        named.add(first.check)
+    elif status is NodeStatus.UNTESTED:
+        head = list(record.untested)
+        named.update(c.id for c in record.checks if c.expected_skip)
+    elif status is NodeStatus.INCOMPLETE:
+        head = ["the run was interrupted"]
+    elif status is NodeStatus.ACCEPTED:
+        passed = record.counts[Status.PASSED.value]
+        head = ["all checks passed" if passed == len(record.checks) else f"{passed} passed"]
+    else:
+        head = [record.verdict]
+    return "; ".join(head + _others(record, named))
 
 
 def _from_record(base: NodeOutcome, record: RunRecord) -> NodeOutcome:
     status = status_of_record(record)
     ev = evidence_of(record)
-    if ev:
-        first = ev[0]
-        what = "" if first.what == "run" else first.what + " "
-        reason = f"{first.check} {first.kind}: {what}{first.detail}"
-    else:
-        reason = {NodeStatus.ACCEPTED: "all checks passed",
-                  NodeStatus.INCOMPLETE: "the run was interrupted"}.get(status, record.verdict)
-    return NodeOutcome(base.node, status, reason, base.job_id, base.job_state, base.run_dir,
-                       sku_of(record), ev, record)
+    return NodeOutcome(base.node, status, reason_of(record, status, ev), base.job_id, base.job_state,
+                       base.run_dir, sku_of(record), ev, record)
 
 
 def judge(node: str, job: NodeJob, seen: SeenJob | None, exit_file: Mapping[str, Any] | None,

@@ -2,7 +2,9 @@
 
 The codes are model.EXIT_CODES of the fleet's verdict: 0 every node accepted (for --no-wait: every
 job submitted); 1 a node was rejected (its hardware measured badly); 3 no node was rejected but one
-errored or has no verdict yet, or a submission failed. Invalid input raises ConfigError/UsageError (2).
+errored or has no verdict yet, or a submission failed; 4 every node finished, none failed or
+errored, but one is UNTESTED (it judged nothing, or skipped a check its profile expects).
+Invalid input raises ConfigError/UsageError (2).
 """
 
 from __future__ import annotations

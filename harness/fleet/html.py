@@ -177,6 +177,7 @@ def render_html(report: FleetReport) -> str:
         "r": report, "verdict": report.verdict, "counts": report.counts,
         "drain": report.to_drain, "attention": attention, "healthy": healthy,
         "errored": [n for n in report.nodes if n.status is NodeStatus.ERRORED],
+        "untested": [n for n in report.nodes if n.status is NodeStatus.UNTESTED],
         "waiting": [n for n in report.nodes
                     if n.status in (NodeStatus.PENDING, NodeStatus.RUNNING, NodeStatus.INCOMPLETE)],
         "outliers": [outlier_row(o) for o in report.outliers],

@@ -12,8 +12,10 @@ from datetime import datetime, timezone
 from typing import Any, TextIO
 
 from harness.fleet.layout import SeenJob
+from harness.model import EXIT_CODES
 
 BUCKETS = ("pending", "running", "done", "failed")
+REPORTED = frozenset(code for code in EXIT_CODES.values() if code)  # a verdict that is not 0
 
 
 def bucket(s: SeenJob) -> str:
@@ -22,8 +24,9 @@ def bucket(s: SeenJob) -> str:
         return "pending"
     if not s.job.finished:
         return "running"
-    # harness exits 1 for a REJECTED node and 3 for an ERRORED one: the job "failed" but the node reported
-    if s.job.state == "COMPLETED" or (s.job.state == "FAILED" and s.job.exit_code in (1, 3) and not s.note):
+    # harness exits 1 for a REJECTED node, 3 for an ERRORED or INCOMPLETE one and 4 for an UNTESTED one
+    # (model.EXIT_CODES): the job "failed" but the node reported
+    if s.job.state == "COMPLETED" or (s.job.state == "FAILED" and s.job.exit_code in REPORTED and not s.note):
         return "done"
     return "failed"
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness import catalog
-from harness.history.drift import SeriesKey, collapse
+from harness.history.drift import VALID, SeriesKey, collapse
 from harness.history.identity import identity_of
 from harness.model import RunRecord
 from harness.report.fmt import fmt_num
@@ -51,8 +51,7 @@ class Row:
 
 
 def _series(record: RunRecord) -> dict[SeriesKey, tuple[float, str]]:
-    valid = ("passed", "warned", "failed")
-    pairs = [(c.id, m) for c in record.checks if c.status.value in valid for m in c.metrics]
+    pairs = [(c.id, m) for c in record.checks if c.status.value in VALID for m in c.metrics]
     # part serials are left out on purpose: comparing runs compares positions (GPU 3 vs GPU 3)
     return collapse(pairs, None) if pairs else {}
 

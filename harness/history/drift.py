@@ -16,9 +16,10 @@ from typing import Any
 
 from harness.config.driftrules import MIN_RATE_DAYS, DriftRule
 from harness.history.identity import NodeIdentity, part_of
-from harness.model import Evaluation, Metric, Outcome, join_labels
+from harness.model import MEASURED, Evaluation, Metric, Outcome, join_labels
 
-VALID = ("passed", "warned", "failed")  # check statuses whose metrics are real measurements
+# check statuses whose metrics are real measurements (a recorded check measured, with nothing to judge)
+VALID = tuple(s.value for s in MEASURED)
 
 
 @dataclass(frozen=True)

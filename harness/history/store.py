@@ -2,7 +2,7 @@
 
 Runs are keyed by run id and belong to a node, resolved by serial numbers (harness.history.identity),
 so a renamed host or a swapped GPU stays the same node. Only metrics of checks that measured
-validly (passed, warned, failed) are stored. The schema carries a version in `meta`.
+validly (passed, recorded, warned, failed: drift.VALID) are stored. The schema carries a version in `meta`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """JUnit XML for CI test reporters (Jenkins, GitLab, GitHub): one testcase per evaluation.
 
 A failed expectation is a <failure>; a tool or environment problem is an <error>, never a
-failure; warnings and known issues pass with a note in <system-out>.
+failure; warnings and known issues pass with a note in <system-out>. A recorded check (measured,
+no rule to judge) is a passing "run" case whose <system-out> starts "RECORDED". An UNTESTED run
+adds one <error type="untested"> case, "verdict": a report with nothing judged must not look green.
 """
 
 from __future__ import annotations
@@ -108,7 +110,9 @@ def _check_cases(suite: ET.Element, check: CheckResult) -> list[str | None]:
         kinds.append("failure")
     elif not n:
         case = _case(suite, check, "run", check.duration_s)
-        out = "\n".join(x for x in (check.message, problems) if x)
+        recorded = (f"RECORDED, not judged: {len(check.metrics)} metric(s) measured, no expectation "
+                    "applies" if check.status is Status.RECORDED else "")
+        out = "\n".join(x for x in (recorded, check.message, problems) if x)
         if out:
             _child(case, "system-out", out)
         kinds.append(None)
@@ -130,6 +134,11 @@ def render_junit(record: RunRecord) -> str:
                        ("harness_version", record.harness_version)):
         ET.SubElement(props, "property", name=key, value=xml_text(value or ""))
     kinds = [k for c in record.checks for k in _check_cases(suite, c)]
+    if record.verdict == "UNTESTED":
+        case = ET.SubElement(suite, "testcase", classname="run", name="verdict", time="0.000")
+        why = "UNTESTED: " + "; ".join(record.untested)
+        _child(case, "error", "\n".join(record.untested), message=why, type="untested")
+        kinds.append("error")
     counts = {"tests": len(kinds), "failures": kinds.count("failure"), "errors": kinds.count("error"),
               "skipped": kinds.count("skipped")}
     time_s = f"{record.duration_s:.3f}"

@@ -53,8 +53,8 @@ class Sample:
 
 
 HELP = {
-    "harness_run_verdict": "1 for the run's verdict (ACCEPTED, REJECTED, ERRORED, INCOMPLETE), "
-                           "0 for the others",
+    "harness_run_verdict": "1 for the run's verdict (ACCEPTED, REJECTED, ERRORED, INCOMPLETE, "
+                           "UNTESTED), 0 for the others",
     "harness_run_timestamp_seconds": "when the harness run finished, Unix time",
     "harness_run_duration_seconds": "wall time of the harness run",
     "harness_check_status": "1 for the check's status, 0 for the others",

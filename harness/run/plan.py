@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from harness import ownrules
 from harness.checks import config_audit
-from harness.compare import OwnRule, Rule, applicable
+from harness.compare import OwnRule, Rule, applicable, band, describe_band
 from harness.config.factrule import plan_lines
 from harness.config.models import Expectation, Profile
 from harness.errors import UsageError
+from harness.model import join_labels
 from harness.platform import pci
 from harness.series import telemetry
 
@@ -27,6 +28,7 @@ class PlannedCheck:
 
     check: ResolvedCheck[CheckKind]
     rules: tuple[Rule, ...]  # the profile's and the suite's
+    expected_by: str = ""  # see expected_by(): set when the profile expects a measurement from it
 
     @property
     def id(self) -> str:
@@ -72,11 +74,25 @@ def hardware_rules(profile: Profile) -> list[Rule]:
     return out
 
 
+def expected_by(check_id: str, rules: Sequence[Rule], hardware: Sequence[Rule]) -> str:
+    """Why the profile expects a measurement from a check ('' when it does not): a rule of its
+    hardware block applies to the check, or one of its expectations names the check (`check: ID`);
+    `if_measured` rules never do. A rule that only names a metric applies wherever that metric is
+    measured and expects nothing: skipping nvme-health on a node without NVMe is fine."""
+    for r in rules:
+        e = r.expectation
+        if not e.if_measured and (r in hardware or e.check == check_id):
+            what = f"{e.metric}{{{join_labels(e.labels)}}}" if e.labels else e.metric
+            return f"profile {r.source} expects it: {what} {describe_band(*band(e), e.unit)}"
+    return ""
+
+
 def build(suite: LoadedSuite[CheckKind], profile: LoadedProfile, only: Sequence[str] = (),
           skip: Sequence[str] = ()) -> list[PlannedCheck]:
     """Every selected check with its rules: profile rules, hardware rules, the check's own."""
+    hardware_block = hardware_rules(profile.profile)
     profile_rules = [Rule(e, profile.profile.name) for e in profile.profile.expectations]
-    profile_rules += hardware_rules(profile.profile)
+    profile_rules += hardware_block
     plan = []
     hardware = profile.profile.hardware.model_dump()
     for rc in select_checks(suite, only, skip):
@@ -85,8 +101,9 @@ def build(suite: LoadedSuite[CheckKind], profile: LoadedProfile, only: Sequence[
             rc = replace(rc, params=params)
         names = rc.kind.metric_specs(rc.params).keys()
         rules = applicable(profile_rules, rc.spec.id, names)
+        expected = expected_by(rc.spec.id, rules, hardware_block)
         rules += [Rule(e, f"suite {suite.suite.name}") for e in rc.spec.expect]
-        plan.append(PlannedCheck(rc, tuple(rules)))
+        plan.append(PlannedCheck(rc, tuple(rules), expected))
     return plan
 
 

@@ -218,8 +218,9 @@ class Runner:
                 summary = out.summary
                 if self.signum is not None:
                     break
-        except SkipCheck as e:
-            return self._done(base, t0, cctx, Status.SKIPPED, str(e), metrics, details=details)
+        except SkipCheck as e:  # a skip the profile expects a measurement from makes the run UNTESTED
+            return replace(self._done(base, t0, cctx, Status.SKIPPED, str(e), metrics, details=details),
+                           expected_by=pc.expected_by)
         except (ToolError, GuardRefusal) as e:
             if self.signum is not None:
                 return self._interrupted(base, t0, cctx, metrics)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError, ConfigProblem, UsageError
-from harness.model import RunRecord
+from harness.model import RunRecord, join_labels
 
 DEFAULT_KEEP = 20  # quiet runs kept in an output directory (--keep)
 
@@ -209,15 +209,16 @@ def _launch(planned: Sequence[PlannedCheck], loaded: LoadedSuite, prof: LoadedPr
 def summary(record: RunRecord, run_dir: Path) -> list[str]:
     """The verdict, each failed or errored check with its failing rules, and the report's path."""
     c = record.counts
-    lines = [f"{record.verdict}: {c['passed']} passed, {c['warned']} warned, {c['failed']} failed, "
-             f"{c['errored']} errored, {c['skipped']} skipped, {c['not_run']} not run"]
+    lines = [f"{record.verdict}: {c['passed']} passed, {c['recorded']} recorded, {c['warned']} warned, "
+             f"{c['failed']} failed, {c['errored']} errored, {c['skipped']} skipped, {c['not_run']} not run"]
+    if record.verdict == "UNTESTED":
+        lines += [f"  UNTESTED {why}" for why in record.untested]
     for chk in record.checks:
         if chk.status.value in ("failed", "errored"):
             lines.append(f"  {chk.status.value.upper()} {chk.id}: {chk.message}")
             for ev in chk.evaluations:
                 if ev.outcome.value in ("fail", "error"):
-                    labels = ",".join(f"{k}={v}" for k, v in ev.labels.items())
-                    lines.append(f"    {ev.metric}{{{labels}}}: {ev.message}")
+                    lines.append(f"    {ev.metric}{{{join_labels(ev.labels)}}}: {ev.message}")
     return [*lines, f"report: {run_dir / 'report.html'}"]
 
 

@@ -159,7 +159,8 @@ def test_harness_run_skips_drive_checks_here_and_errors_when_the_profile_expects
     suite = write(tmp_path / "drives.yaml", DRIVE_SUITE)
     plain = write(tmp_path / "plain.yaml", "name: plain\n")
     r = harness("run", str(suite), "--profile", str(plain), "--output", str(tmp_path / "a"))
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == 4, r.stdout + r.stderr  # all skipped: nothing judged, so never ACCEPTED
+    assert r.stdout.startswith("UNTESTED: ") and "no check judged anything (3 skipped)" in r.stdout
     got = {c["id"]: (c["status"], c["message"]) for c in results(run_dirs(tmp_path / "a")[0])["checks"]}
     assert got == {"nvme-health": ("skipped", "no NVMe devices"),
                    "md-raid": ("skipped", "no md driver: /proc/mdstat is missing"),

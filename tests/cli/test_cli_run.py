@@ -80,7 +80,7 @@ def test_gpu_check_skipped_without_nvml_but_errored_when_profile_expects_gpus(tm
                   "    needs: [gpu]\n    params: {argv: [nvidia-smi]}\n")
     out = tmp_path / "a"
     r = harness("run", str(suite), "--profile", "generic", "--output", str(out))
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == 4, r.stdout + r.stderr  # skipped as not applicable, yet nothing was judged
     (chk,) = results(run_dirs(out)[0])["checks"]
     assert chk["status"] == "skipped" and chk["message"].startswith("no NVIDIA GPU: NVML not loadable")
     out = tmp_path / "b"
@@ -187,5 +187,6 @@ def test_run_help_states_the_exit_codes_ci_can_use():
     assert r.returncode == 0
     text = " ".join(r.stdout.split())
     assert ("Exit status: 0 accepted, 1 rejected (the hardware measured badly), 2 invalid input, "
-            "3 errored (a tool, the environment or the harness failed: no hardware verdict), "
-            "130/143 interrupted.") in text
+            "3 errored (a tool, the environment or the harness failed: no hardware verdict), 4 untested "
+            "(no check judged anything, or a check the profile expects was skipped), 130/143 "
+            "interrupted.") in text

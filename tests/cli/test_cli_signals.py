@@ -17,6 +17,7 @@ checks:
   - id: first
     kind: command
     params: {argv: [/bin/true]}
+    expect: [{metric: command.duration, max: 3600, unit: s}]
   - id: long
     kind: fio
     params:

@@ -126,3 +126,16 @@ def test_a_memlock_limit_below_the_profile_is_named_in_the_line(tmp_path: Path):
     (line,) = r.stdout.splitlines()
     assert line.startswith("harness: REJECTED: ")
     assert " | FAILED config-audit: host.memlock: found 8 MiB, expected unlimited | report " in line
+
+
+def test_a_gate_that_judges_nothing_says_untested_and_exits_4(tmp_path: Path):
+    """A probe that ran but has no rule is recorded, not passed: the gate must not call that a pass."""
+    suite = write(tmp_path / "gate.yaml", "name: gate\nchecks:\n  - id: probe\n    kind: command\n"
+                  "    params: {argv: [/bin/true]}\n")
+    profile = write(tmp_path / "lenient.yaml", LENIENT)
+    r = harness("run", str(suite), "-q", "--history", "off", "--profile", str(profile), "--output",
+                str(tmp_path / "o"), env=env(tmp_path))
+    assert r.returncode == 4, r.stdout + r.stderr
+    (line,) = r.stdout.splitlines()
+    assert line.startswith("harness: UNTESTED: 0 passed, 1 recorded | ")
+    assert " | UNTESTED no check judged anything (1 recorded) | report " in line

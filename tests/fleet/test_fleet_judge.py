@@ -113,8 +113,8 @@ def test_fleet_verdict_order_drain_list_and_outlier():
     rep = fleet()
     assert rep.verdict == "REJECTED"
     assert [n.node for n in rep.nodes][:3] == ["n3", "n10", "n2"]  # rejected, errored, then the outlier
-    assert rep.counts == {"ACCEPTED": 7, "REJECTED": 1, "ERRORED": 1, "INCOMPLETE": 0, "PENDING": 0,
-                          "RUNNING": 0}
+    assert rep.counts == {"ACCEPTED": 7, "REJECTED": 1, "ERRORED": 1, "INCOMPLETE": 0, "UNTESTED": 0,
+                          "PENDING": 0, "RUNNING": 0}
     assert [n.node for n in rep.to_drain] == ["n3"]
     assert {(o.node, o.key.metric, o.better) for o in rep.outliers} == {
         ("n2", "app.bw", "higher"),  # passed its floor, yet far below its siblings

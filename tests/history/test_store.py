@@ -28,9 +28,11 @@ def test_a_real_run_round_trips(real: RunRecord, tmp_path: Path):
             real.run_id, real.verdict, real.started, str(tmp_path / "run"))
         assert row.identity == identity_of(real.inventory)
         stored = store.metrics([real.run_id])[real.run_id]
-        want = [(c.id, m) for c in real.checks if c.status.value in ("passed", "warned", "failed")
+        want = [(c.id, m) for c in real.checks if c.status.value in ("passed", "recorded", "warned", "failed")
                 for m in c.metrics]
         assert stored == want and any(m.name == "fio.iops" for _, m in stored)
+        # fio had no rule under the generic profile: recorded, not passed, and still a measurement
+        assert any(c.status.value == "recorded" and c.id == "fio" for c in real.checks)
         (node,) = store.nodes()
         assert node.name == real.host and store.runs(node.node_id) == [row]
         store.record(real)  # recording again replaces, never duplicates

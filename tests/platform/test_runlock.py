@@ -33,6 +33,7 @@ checks:
   - id: ok
     kind: command
     params: {argv: [/bin/true]}
+    expect: [{metric: command.duration, max: 3600, unit: s}]
 """
 
 

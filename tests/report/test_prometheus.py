@@ -19,7 +19,7 @@ def test_exposition_parses_and_carries_status_verdict_and_metrics():
     rec = samples.record()
     got = parse(prom.exposition(prom.run_samples(rec, NODE)))
     verdicts = {dict(k[1])["verdict"]: v for k, v in got.items() if k[0] == "harness_run_verdict"}
-    assert verdicts == {"ACCEPTED": 0.0, "REJECTED": 1.0, "ERRORED": 0.0, "INCOMPLETE": 0.0}
+    assert verdicts == {"ACCEPTED": 0.0, "REJECTED": 1.0, "ERRORED": 0.0, "INCOMPLETE": 0.0, "UNTESTED": 0.0}
     status = {(dict(k[1])["check"], dict(k[1])["status"]): v for k, v in got.items()
               if k[0] == "harness_check_status" and v == 1.0}
     assert status == {(c.id, c.status.value): 1.0 for c in rec.checks}

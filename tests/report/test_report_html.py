@@ -82,6 +82,10 @@ def test_every_status_and_outcome_renders(run_dir: Path) -> None:
 
 @pytest.mark.parametrize("checks, interrupted, verdict", [
     ((Status.PASSED, Status.WARNED, Status.SKIPPED), False, "ACCEPTED"),
+    ((Status.PASSED, Status.RECORDED), False, "ACCEPTED"),
+    ((Status.RECORDED, Status.SKIPPED), False, "UNTESTED"),
+    ((Status.SKIPPED, Status.SKIPPED), False, "UNTESTED"),
+    ((Status.SKIPPED, Status.NOT_RUN), False, "INCOMPLETE"),
     ((Status.PASSED, Status.NOT_RUN), False, "INCOMPLETE"),
     ((Status.PASSED,), True, "INCOMPLETE"),
     ((Status.PASSED, Status.ERRORED), False, "ERRORED"),
@@ -93,6 +97,17 @@ def test_verdict_banner(checks: tuple[Status, ...], interrupted: bool, verdict: 
     html = render_html(rec, None)
     assert f'class="verdict verdict-{verdict}"' in html
     assert f'<div class="word">{verdict}</div>' in html
+
+
+def test_untested_banner_says_why_and_a_recorded_check_is_not_a_pass() -> None:
+    rec = samples.record()
+    rec = replace(rec, checks=tuple(c for c in rec.checks if c.status in (Status.RECORDED, Status.SKIPPED)))
+    html = render_html(rec, None)
+    assert '<div class="word">UNTESTED</div>' in html and "Not accepted, nothing failed" in html
+    assert "no check judged anything (1 recorded, 1 skipped)" in html
+    assert "Skipped, but profile h100-sxm5 expects it: dcgm.result &gt;= 1 count" in html
+    assert "Recorded, not judged" in html and 'class="badge b-recorded"' in html
+    assert '<div class="count"><b>1</b><span>recorded</span></div>' in html
 
 
 def test_hostile_strings_are_escaped(tmp_path: Path) -> None:
@@ -182,7 +197,7 @@ def test_empty_and_partial_inventory_render() -> None:
                 {"gpus": 8, "host": "n2", "block_devices": ["sda", {"name": "sdb"}]}):
         rec = replace(samples.record(), inventory=inv, checks=())
         html = render_html(rec, None)
-        assert "No checks in this run." in html and ">ACCEPTED<" in html
+        assert "No checks in this run." in html and ">UNTESTED<" in html  # nothing measured: never accepted
     assert ">Gpus</dt><dd>8<" in html and ">Host</dt><dd>n2<" in html and ">sdb<" in html
 
 

@@ -28,11 +28,11 @@ def test_counts_match_testcases() -> None:
     assert suite.get("name") == "h100-acceptance" and suite.get("hostname") == "gpu-node-017"
     assert suite.get("timestamp") == "2024-05-01T10:00:00" and suite.get("time") == "1050.200"
     n = {tag: sum(1 for c in tcs if c.find(tag) is not None) for tag in ("failure", "error", "skipped")}
-    assert int(suite.get("tests", "")) == len(tcs) == 11
+    assert int(suite.get("tests", "")) == len(tcs) == 12
     assert int(suite.get("failures", "")) == n["failure"] == 1
     assert int(suite.get("errors", "")) == n["error"] == 2
     assert int(suite.get("skipped", "")) == n["skipped"] == 2
-    assert root.get("tests") == "11" and root.get("failures") == "1" and root.get("errors") == "2"
+    assert root.get("tests") == "12" and root.get("failures") == "1" and root.get("errors") == "2"
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert props["verdict"] == "REJECTED" and props["profile"] == "h100-sxm5"
     for c in tcs:
@@ -122,8 +122,34 @@ def test_control_characters_stripped_and_hostile_text_round_trips() -> None:
     assert root.find("testsuite") is not None
 
 
-def test_empty_run() -> None:
+def test_empty_run_is_untested_and_not_green() -> None:
     root = parse(render_junit(replace(samples.record(), checks=(), started="not a date")))
     suite = root.find("testsuite")
-    assert suite is not None and suite.get("tests") == "0" and "timestamp" not in suite.attrib
-    assert root.find("testsuite/testcase") is None
+    assert suite is not None and suite.get("tests") == "1" and "timestamp" not in suite.attrib
+    (case,) = root.findall("testsuite/testcase")
+    err = case.find("error")
+    assert (case.get("classname"), case.get("name")) == ("run", "verdict") and err is not None
+    assert err.get("type") == "untested"
+    assert err.get("message") == "UNTESTED: no check judged anything: no checks"
+    assert suite.get("errors") == "1" and suite.get("failures") == "0"
+
+
+def test_a_recorded_check_passes_and_says_it_was_not_judged() -> None:
+    (tc,) = cases(parse(render_junit(samples.record())), "mem-bw")
+    assert tc.get("name") == "run" and [c.tag for c in tc] == ["system-out"]
+    out = tc.findtext("system-out") or ""
+    assert out.startswith("RECORDED, not judged: 1 metric(s) measured, no expectation applies")
+    assert "stream triad" in out
+
+
+def test_a_run_of_recorded_and_skipped_checks_gets_one_untested_error() -> None:
+    rec = samples.record()
+    only = replace(rec, checks=tuple(c for c in rec.checks if c.status.value in ("recorded", "skipped")))
+    root = parse(render_junit(only))
+    props = {p.get("name"): p.get("value") for p in root.iter("property")}
+    assert props["verdict"] == "UNTESTED"
+    errors = [c for c in root.iter("testcase") if c.find("error") is not None]
+    assert [(c.get("classname"), c.get("name")) for c in errors] == [("run", "verdict")]
+    msg = errors[0].find("error").get("message")  # type: ignore[union-attr]
+    assert msg.startswith("UNTESTED: no check judged anything (1 recorded, 1 skipped); dcgm-diag skipped (")
+    assert "but profile h100-sxm5 expects it: dcgm.result >= 1 count" in msg

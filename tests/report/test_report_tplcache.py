@@ -51,7 +51,8 @@ def test_unwritable_parent_means_no_cache(tmp_path: Path):
 
 def test_runs_fill_the_cache_and_a_corrupt_cache_is_ignored(tmp_path: Path):
     suite = write(tmp_path / "s.yaml",
-                  "name: s\nchecks:\n  - {id: t, kind: command, params: {argv: [/bin/true]}}\n")
+                  "name: s\nchecks:\n  - {id: t, kind: command, params: {argv: [/bin/true]},\n"
+                  "     expect: [{metric: command.duration, max: 3600, unit: s}]}\n")
     out = tmp_path / "reports"
     first = harness("run", str(suite), "--profile", "generic", "--output", str(out))
     assert first.returncode == 0, first.stderr

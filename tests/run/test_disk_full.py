@@ -90,9 +90,11 @@ checks:
   - id: fill
     kind: command
     params: {{argv: [{PY}, -c, {json.dumps(FILL)}, {small_fs / "filler"}, {piddir}, {tmp_path / "once"}]}}
+    expect: [{{metric: command.duration, max: 3600, unit: s}}]
   - id: after
     kind: command
     params: {{argv: [/bin/true]}}
+    expect: [{{metric: command.duration, max: 3600, unit: s}}]
 """)
     out = small_fs / "reports"
     r = harness("run", str(suite), "--profile", "generic", "--output", str(out))

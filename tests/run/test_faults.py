@@ -50,6 +50,7 @@ checks:
   - id: after
     kind: command
     params: {{argv: [/bin/true]}}
+    expect: [{{metric: command.duration, max: 3600, unit: s}}]
 """
 
 

@@ -99,7 +99,7 @@ def test_no_gpu_node_skips_with_the_reason(tmp_path: Path, monkeypatch):
     code = app.run(suite=str(suite(tmp_path)), profile="generic", output=out)
     (run_dir,) = [p for p in out.iterdir() if (p / "results.json").is_file()]
     rec = json.loads((run_dir / "results.json").read_text())
-    assert code == 0
+    assert code == 4 and rec["verdict"] == "UNTESTED"  # both skipped: nothing judged, not accepted
     assert [(c["status"], c["message"]) for c in rec["checks"]] == [
         ("skipped", "no NVIDIA GPU: NVML not loadable: Unknown")] * 2
 

@@ -26,6 +26,7 @@ checks:
       argv: [python3, -c, "import time; time.sleep(1.5); print('rate 7.5')"]
       metrics:
         - {name: app.rate, unit: GB/s, regex: 'rate (?P<value>[0-9.]+)'}
+    expect: [{metric: app.rate, min: 1, unit: GB/s}]
 """
 
 

@@ -38,15 +38,18 @@ checks:
   - id: first
     kind: command
     params: {{argv: [/bin/true]}}
+    expect: [{{metric: command.duration, max: 3600, unit: s}}]
   - id: long
     kind: command
     params:
       argv: [fio, --output-format=json, {jobfile}]
       metrics:
         - {{name: app.iops, unit: IOPS, better: higher, json_path: "jobs[0].read.iops"}}
+    expect: [{{metric: app.iops, min: 1, unit: IOPS}}]
   - id: after
     kind: command
     params: {{argv: [/bin/true]}}
+    expect: [{{metric: command.duration, max: 3600, unit: s}}]
 """
 
 
@@ -124,13 +127,16 @@ checks:
   - id: first
     kind: command
     params: {argv: [/bin/true]}
+    expect: [{metric: command.duration, max: 3600, unit: s}]
   - id: slow
     kind: command
     params:
       argv: [python3, -c, "import os, time; time.sleep(float(os.environ.get('SLOW_S', '60')))"]
+    expect: [{metric: command.duration, max: 3600, unit: s}]
   - id: after
     kind: command
     params: {argv: [/bin/true]}
+    expect: [{metric: command.duration, max: 3600, unit: s}]
 """
 
 
@@ -206,7 +212,8 @@ def test_sigkill_during_fio_check_then_next_run_removes_its_scratch_directory(tm
         {"path": str(work), "dev": st.st_dev, "ino": st.st_ino}]
 
     quick = write(tmp_path / "q.yaml",
-                  "name: q\nchecks:\n  - {id: t, kind: command, params: {argv: [/bin/true]}}\n")
+                  "name: q\nchecks:\n  - {id: t, kind: command, params: {argv: [/bin/true]},\n"
+                  "     expect: [{metric: command.duration, max: 3600, unit: s}]}\n")
     res = harness("run", str(quick), "--profile", "generic", "--output", str(out))  # takes the run lock
     assert f"removed leftover scratch directory {work} from {run_dir}" in res.stderr, res.stderr
     assert "killed" in res.stderr and not work.exists() and list(target.iterdir()) == []

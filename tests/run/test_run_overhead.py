@@ -26,7 +26,8 @@ def test_a_refused_start_leaves_the_collector_on(tmp_path: Path):
 
 def test_a_run_unfreezes_what_start_up_froze(tmp_path: Path):
     suite = tmp_path / "s.yaml"
-    suite.write_text("name: one\nchecks:\n  - {id: ok, kind: command, params: {argv: [/bin/true]}}\n")
+    suite.write_text("name: one\nchecks:\n  - {id: ok, kind: command, params: {argv: [/bin/true]},\n"
+                     "     expect: [{metric: command.duration, max: 3600, unit: s}]}\n")
     code = app.run(suite=str(suite), profile="generic", output=tmp_path / "reports", argv=("harness",),
                    inventory_probe=lambda: {"host": {"hostname": "node"}})
     assert code == 0 and gc.isenabled() and gc.get_freeze_count() == 0

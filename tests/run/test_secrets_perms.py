@@ -32,10 +32,12 @@ checks:
       argv: [{sys.executable}, -c, "import os; print('token length:', len(os.environ.get('API_TOKEN', '')))"]
       env: {{API_TOKEN: {CHECK_SECRET}}}
       metrics: [{{name: app.ok, unit: count, regex: "token length: (?P<value>[1-9][0-9]*)"}}]
+    expect: [{{metric: app.ok, min: 1, unit: count}}]
   - id: fio
     kind: fio
     params:
       jobs: [{{name: randread_4k, rw: randread, bs: 4k, iodepth: 4, size: 8M, runtime: 1}}]
+    expect: [{{metric: fio.iops, labels: {{job: randread_4k, rw: read}}, min: 1, unit: IOPS}}]
 """
 
 

@@ -93,7 +93,7 @@ def judge(profile: LoadedProfile, record: RunRecord) -> list[Evaluation]:
     rules += hardware_rules(profile.profile)
     out: list[Evaluation] = []
     for c in record.checks:
-        if c.status.value in ("passed", "warned", "failed"):
+        if c.status.value in ("passed", "recorded", "warned", "failed"):
             out += evaluate(applicable(rules, c.id, {m.name for m in c.metrics}), c.metrics)
     return out
 
