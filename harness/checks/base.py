@@ -150,6 +150,9 @@ class CheckKind:
     # The verdicts built into the kind (FAULTY GPUs, a failed DCGM test), as one line each for
     # --dry-run, given the params and the profile's hardware block.
     verdicts: Callable[[Any, Mapping[str, Any]], Sequence[str]] | None = None
+    # A kind that measures (bandwidth, a burn): the runner waits, bounded, until the GPUs are idle
+    # and near their idle temperature before it starts (harness/run/settle.py).
+    settle: bool = False
 
     def with_profile(self, params: Any, hardware: Mapping[str, Any]) -> Any:
         """`params` completed from the profile (unchanged when the kind takes nothing from it)."""

@@ -230,4 +230,5 @@ KIND = CheckKind(
     needs=frozenset({"gpu"}),
     declared_metrics=declared,
     own_rules=own_rules,
+    settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
 )

@@ -294,4 +294,5 @@ KIND = CheckKind(
     estimate_s=estimate_s,
     own_rules=own_rules,
     verdicts=verdicts,
+    settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
 )

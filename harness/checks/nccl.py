@@ -197,4 +197,5 @@ KIND = CheckKind(
     run=run,
     plan=plan,
     needs=frozenset({"gpu"}),
+    settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
 )

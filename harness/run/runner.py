@@ -32,6 +32,7 @@ from harness.model import EXIT_CODES, CheckResult, Evaluation, Metric, RunRecord
 from harness.platform import proc
 from harness.platform.ledger import Ledger
 from harness.run import sampler as telemetry
+from harness.run import settle
 from harness.run.finish import History, finish, internal_error, with_error
 from harness.run.plan import PlannedCheck
 from harness.run.progress import PlainProgress, Progress
@@ -97,6 +98,7 @@ class Runner:
         self.results: dict[str, CheckResult] = {}
         self.saved: set[str] = set()
         self.started = ctx.started or utcnow()
+        self.gate = settle.Gate()
 
     # -- signals ------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -199,6 +201,7 @@ class Runner:
         own: list[Evaluation] = []  # the check's own judgements (e.g. the sibling rule)
         try:
             self._check_needs(pc)
+            details.update(self.gate.before(c, self.ctx.inventory, self._stopped, cctx.progress))
             for rep in range(1, c.repeat + 1):
                 out = telemetry.observe(c.kind, c.params, cctx)  # GPU telemetry alongside
                 extra = {"repeat": rep} if c.repeat > 1 else {}
@@ -239,6 +242,9 @@ class Runner:
         evaluations = evaluate(pc.rules, metrics) + tuple(own)
         return self._done(base, t0, cctx, status_of(evaluations), summary, metrics,
                           evaluations=evaluations, details=details)
+
+    def _stopped(self) -> bool:
+        return self.signum is not None
 
     def _check_needs(self, pc: PlannedCheck) -> None:
         needs = {*pc.check.spec.needs, *pc.check.kind.needs}
