@@ -227,3 +227,13 @@ def spec(name: str) -> MetricSpec | None:
 def subset(names: Iterable[str]) -> dict[str, MetricSpec]:
     """The specs of the given names (each must be in the catalogue)."""
     return {n: METRICS[n] for n in names}
+
+
+# Counts that only grow while the device (or its driver) stays up: Prometheus counters (`_total`).
+# Everything else is a gauge: a reading, a flag, or a count of what the check found.
+COUNTERS: frozenset[str] = frozenset({
+    "gpu.ecc_corrected", "gpu.ecc_uncorrected", "ib.port_errors", "net.port_errors",
+    "nvme.media_errors", "nvme.num_err_log_entries", "nvme.unsafe_shutdowns", "nvme.power_on_hours",
+    "nvme.data_units_read", "nvme.data_units_written", "nvme.warning_temp_time",
+    "nvme.critical_temp_time", "disk.power_on_hours", "disk.reported_uncorrect",
+})

@@ -29,6 +29,16 @@ UNITS: frozenset[str] = frozenset(
      SAMPLES_PER_S}
 )
 
+# Prometheus base units (prometheus.io/docs/practices/naming): each catalogue unit -> (the suffix of
+# a metric family's name, the factor from the catalogue's unit to that base unit). The one table the
+# exposition (harness/report/prometheus.py) converts with; COUNT has no suffix.
+PROM_BASE: dict[str, tuple[str, float]] = {
+    GBPS: ("bytes_per_second", 1e9), US: ("seconds", 1e-6), SECONDS: ("seconds", 1.0),
+    WATT: ("watts", 1.0), CELSIUS: ("celsius", 1.0), JOULE: ("joules", 1.0), MHZ: ("hertz", 1e6),
+    PERCENT: ("ratio", 0.01), RATIO: ("ratio", 1.0), TFLOPS: ("flops", 1e12), BYTES: ("bytes", 1.0),
+    IOPS: ("iops", 1.0), COUNT: ("", 1.0), SAMPLES_PER_S: ("samples_per_second", 1.0),
+}
+
 _TO_GBPS = {
     "B/s": 1e-9, "KB/s": 1e-6, "MB/s": 1e-3, "GB/s": 1.0, "TB/s": 1e3,
     "KiB/s": 1024 / 1e9, "MiB/s": 1024**2 / 1e9, "GiB/s": 1024**3 / 1e9,
@@ -48,6 +58,15 @@ def to_gbps(value: float, unit: str) -> float:
         return value * _TO_GBPS[unit]
     except KeyError:
         raise ValueError(f"unknown bandwidth unit {unit!r}") from None
+
+
+def to_prom_base(value: float, unit: str) -> tuple[float, str]:
+    """(value in the Prometheus base unit, that unit's name suffix); ValueError for an unknown unit."""
+    try:
+        suffix, factor = PROM_BASE[unit]
+    except KeyError:
+        raise ValueError(f"unknown unit {unit!r}") from None
+    return value * factor, suffix
 
 
 def to_us(value: float, unit: str) -> float:

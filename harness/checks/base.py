@@ -153,6 +153,10 @@ class CheckKind:
         """True when a check of this kind with these params loads the node."""
         return self.loads_node(params) if callable(self.loads_node) else self.loads_node
 
+    # A kind that measures (bandwidth, a burn): the runner waits, bounded, until the GPUs are idle
+    # and near their idle temperature before it starts (harness/run/settle.py).
+    settle: bool = False
+
     def with_profile(self, params: Any, hardware: Mapping[str, Any]) -> Any:
         """`params` completed from the profile (unchanged when the kind takes nothing from it)."""
         return self.profile_defaults(params, hardware) if self.profile_defaults is not None else params

@@ -228,4 +228,5 @@ KIND = CheckKind(
     declared_metrics=declared,
     own_rules=own_rules,
     loads_node=True,
+    settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
 )

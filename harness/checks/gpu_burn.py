@@ -300,4 +300,5 @@ KIND = CheckKind(
     own_rules=own_rules,
     verdicts=verdicts,
     loads_node=True,
+    settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
 )

@@ -196,4 +196,5 @@ KIND = CheckKind(
     plan=plan,
     needs=frozenset({"gpu"}),
     loads_node=True,
+    settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
 )

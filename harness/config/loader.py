@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -18,7 +18,7 @@ from harness.catalog import METRICS, MetricSpec
 from harness.config.driftrules import merge_rules
 from harness.config.factrule import merge_fact_rules
 from harness.config.kinds import KindSpec, Params
-from harness.config.models import CheckSpec, Expectation, Profile, Suite
+from harness.config.models import CheckSpec, Expectation, Profile, Settle, Suite
 from harness.config.paths import find_profile, find_suite
 from harness.config.problems import Doc, did_you_mean, show
 from harness.config.yamlload import Locator, PathKey, load_yaml
@@ -38,6 +38,7 @@ class ResolvedCheck(Generic[K]):
     timeout_s: float
     repeat: int
     tags: tuple[str, ...]
+    settle: Settle = field(default_factory=Settle)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,8 @@ def _suite_from(path: Path, data: Any, loc: Locator, kinds: Mapping[str, K]) -> 
         ResolvedCheck(spec=spec, kind=kinds[spec.kind], params=params[i],
                       timeout_s=spec.timeout if spec.timeout is not None else d.timeout,
                       repeat=spec.repeat if spec.repeat is not None else d.repeat,
-                      tags=tuple(dict.fromkeys([*d.tags, *spec.tags])))
+                      tags=tuple(dict.fromkeys([*d.tags, *spec.tags])),
+                      settle=spec.settle.over(d.settle) if spec.settle else d.settle)
         for i, spec in enumerate(suite.checks))
     return LoadedSuite(path=path, suite=suite, checks=checks)
 

@@ -131,10 +131,28 @@ class Expectation(Strict):
         return self
 
 
+class Settle(Strict):
+    """The settle gate before a check that measures: wait, bounded, until the GPUs are idle and
+    near their idle temperature (harness/run/settle.py)."""
+
+    enabled: Optional[bool] = Field(None, description="null: the kinds that measure settle (bandwidth, "
+                                    "burn, NCCL); true/false: this check does or does not")
+    timeout: Seconds = Field(300.0, description="longest wait; past it the check runs and the wait is noted")
+    temp_margin: float = Field(5.0, gt=0, le=50, description="degrees C above the GPU's idle temperature "
+                               "(the coolest it was seen idle in this run) that count as settled")
+    max_util: float = Field(5.0, ge=0, le=100,
+                            description="GPU utilisation % at or below which a GPU is idle")
+
+    def over(self, base: Settle) -> Settle:
+        """These settings where given, `base`'s (the suite's defaults) elsewhere."""
+        return base.model_copy(update={k: getattr(self, k) for k in self.model_fields_set})
+
+
 class Defaults(Strict):
     timeout: Seconds = 1800.0
     repeat: int = Field(1, ge=1, le=1000)
     tags: list[str] = Field(default_factory=list)
+    settle: Settle = Field(default_factory=Settle)  # type: ignore[arg-type]
 
 
 class CheckSpec(Strict):
@@ -150,6 +168,7 @@ class CheckSpec(Strict):
     needs: list[Literal["gpu", "root", "nvml", "network", "bmc"]] = Field(default_factory=list)
     destructive: bool = Field(False, description="suite half of the raw-device write opt-in")
     expect: list[Expectation] = Field(default_factory=list, description="suite-level expectations")
+    settle: Optional[Settle] = Field(None, description="the settle gate's settings for this check")
 
 
 class Suite(Strict):

@@ -111,12 +111,15 @@ def fleet_samples(report: FleetReport, node: str) -> list[prom.Sample]:
     """One node's Prometheus samples in a fleet: its run (if any), its fleet status and its outliers."""
     out: list[prom.Sample] = []
     outcome = next(n for n in report.nodes if n.node == node)
+    uuids: dict[str, str] = {}
     if outcome.record is not None:
         out += prom.run_samples(outcome.record, node)
+        uuids = prom.gpu_uuids(outcome.record.inventory)
     out += [prom.Sample("harness_fleet_node_status", (("node", node), ("status", s.value)),
-                   1.0 if outcome.status is s else 0.0) for s in NodeStatus]
+                        1.0 if outcome.status is s else 0.0) for s in NodeStatus]
     for o in report.outliers_of(node):
-        base = (("node", node), ("check", o.key.check), ("name", o.key.metric), ("unit", o.key.unit))
+        labels = {k: v for k, v in o.key.labels if k != prom.SWEEP}
+        base = (("node", node), ("check", o.key.check), ("metric", prom.family(o.key.metric, o.key.unit)))
         out.append(prom.Sample("harness_fleet_outlier_zscore",
-                          base + tuple(sorted((prom.label_name(k), v) for k, v in o.key.labels)), o.z))
+                               tuple(sorted(base + prom.label_pairs(labels, uuids))), o.z))
     return out

@@ -39,6 +39,7 @@ from harness.model import EXIT_CODES, CheckResult, Evaluation, Finding, Metric, 
 from harness.platform import proc
 from harness.platform.ledger import Ledger
 from harness.run import sampler as telemetry
+from harness.run import settle
 from harness.run.finish import History, finish, internal_error, with_error
 from harness.run.plan import PlannedCheck
 from harness.run.progress import PlainProgress, Progress
@@ -104,6 +105,7 @@ class Runner:
         self.results: dict[str, CheckResult] = {}
         self.saved: set[str] = set()
         self.started = ctx.started or utcnow()
+        self.gate = settle.Gate()
 
     # -- signals ------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -206,6 +208,7 @@ class Runner:
         findings: list[Finding] = []  # the kind's verdicts that no rule states
         try:
             self._check_needs(pc)
+            details.update(self.gate.before(c, self.ctx.inventory, self._stopped, cctx.progress))
             for rep in range(1, c.repeat + 1):
                 with proc.deadline(c.timeout_s):  # probes get what is left of the check's time
                     out = telemetry.observe(c.kind, c.params, cctx)  # GPU telemetry alongside
@@ -252,6 +255,9 @@ class Runner:
                               details=details)
         return self._done(base, t0, cctx, judged.status, summary, metrics,
                           evaluations=judged.evaluations, details=details)
+
+    def _stopped(self) -> bool:
+        return self.signum is not None
 
     def _check_needs(self, pc: PlannedCheck) -> None:
         needs = {*pc.check.spec.needs, *pc.check.kind.needs}

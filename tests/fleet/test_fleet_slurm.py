@@ -129,7 +129,7 @@ def test_fleet_run_reports_drains_exports_and_resumes(lab: Lab, tmp_path: Path):
     assert status == {"n1": "ACCEPTED", "n2": "ACCEPTED", "n3": "REJECTED", "n4": "ACCEPTED"}
     assert any(k[0] == "harness_fleet_outlier_zscore" and dict(k[1])["node"] == "n2" and v < -3.5
                for k, v in pushed.items())
-    assert "harness_metric{" in (out / "harness.prom").read_text()
+    assert "harness_app_bandwidth_bytes_per_second{" in (out / "harness.prom").read_text()
 
     # an operator drains n4 for a reason of their own: resume must leave it alone
     assert operator_drain(lab, "n4").returncode == 0

@@ -38,6 +38,7 @@ checks:
   - id: gpu-burn
     kind: gpu_burn
     params: {{binary: "{exe}", duration: 5, telemetry_period: 0.1}}
+    settle: {{enabled: false}}  # the fake GPUs are busy throughout: nothing to wait for
 """)
     return path
 

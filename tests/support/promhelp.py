@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -86,3 +87,69 @@ def parse(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         for s in fam.samples:
             out[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return out
+
+
+@contextmanager
+def prometheus(workdir: Path, target: str, rule_files: list[Path]) -> Iterator[str]:
+    """Start Prometheus (Debian package prometheus) on a free loopback port, scraping `target`
+    (host:port, honor_labels) every second and evaluating `rule_files` every second; yield its URL;
+    stop it (only the process we started)."""
+    exe = need("prometheus", "prometheus")
+    port = free_port()
+    cfg = workdir / "prometheus.yml"
+    files = ", ".join(f'"{p}"' for p in rule_files)
+    cfg.write_text(f"""\
+global: {{scrape_interval: 1s, evaluation_interval: 1s}}
+rule_files: [{files}]
+scrape_configs:
+  - job_name: pushgateway
+    honor_labels: true
+    static_configs: [{{targets: ["{target}"]}}]
+""")
+    log = open(workdir / "prometheus.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([exe, f"--config.file={cfg}", f"--storage.tsdb.path={workdir / 'tsdb'}",
+                             f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"prometheus did not start: {(workdir / 'prometheus.log').read_text()}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=20)
+        log.close()
+
+
+def api(url: str, path: str, **params: str) -> Any:
+    """GET Prometheus's HTTP API (/api/v1/<path>) and return its `data` (raises unless status is success)."""
+    import json
+    from urllib.parse import urlencode
+
+    with urllib.request.urlopen(f"{url}/api/v1/{path}?{urlencode(params)}", timeout=10) as r:
+        doc = json.loads(r.read().decode())
+    if doc.get("status") != "success":
+        raise RuntimeError(f"{path} {params}: {doc}")
+    return doc["data"]
+
+
+def query(url: str, expr: str) -> list[dict[str, Any]]:
+    """The instant vector `expr` evaluates to now (its `result` list)."""
+    data = api(url, "query", query=expr)
+    result: list[dict[str, Any]] = data["result"]
+    if data["resultType"] == "scalar":
+        return [{"metric": {}, "value": result}]
+    return result
