@@ -19,7 +19,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import Field, field_validator, model_validator
 
 from harness import catalog, siblings
-from harness.checks import fio_medium, fio_presets
+from harness.checks import fio_medium, fio_presets, needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.errors import GuardRefusal, ToolError
 from harness.model import Metric
@@ -414,4 +414,5 @@ KIND = CheckKind(
     needs=frozenset({"fio"}),
     estimate_s=estimate_s,
     own_rules=own_rules,
+    requires=(needs.tool("fio"),),
 )

@@ -31,7 +31,8 @@ from typing import Any, Literal, Optional
 from pydantic import Field, field_validator
 
 from harness import catalog, ownrules, siblings
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, PlannedCommand
+from harness.checks import needs
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, Need, PlannedCommand
 from harness.errors import ToolError, ToolMissing
 from harness.model import Evaluation, Metric, Outcome
 from harness.parsers import burnlog, dcgm, gpuburn
@@ -294,4 +295,9 @@ KIND = CheckKind(
     estimate_s=estimate_s,
     own_rules=own_rules,
     verdicts=verdicts,
+    requires=(Need("gpu_burn", "build github.com/wilicc/gpu-burn and put gpu_burn (and compare.ptx) on PATH",
+                   use="engine: gpu-burn (default)", group="engine", version_args=()),
+              needs.torch("engine: builtin", "engine"), needs.cupy("engine: builtin", "engine"),
+              Need("dcgmi", "NVIDIA DCGM: apt-get install datacenter-gpu-manager", use="engine: dcgm",
+                   group="engine")),
 )

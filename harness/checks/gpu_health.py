@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from harness import catalog
-from harness.checks import gpu_identity
+from harness.checks import gpu_identity, needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.errors import ToolError
 from harness.model import Evaluation, Metric, Outcome
@@ -257,4 +257,6 @@ KIND = CheckKind(
     estimate_s=lambda _p: 2.0,
     profile_defaults=profile_defaults,
     verdicts=verdicts,
+    requires=(needs.NVML, needs.tool("dmesg", use="xid_source: dmesg (default)"),
+              needs.tool("journalctl", use="xid_source: journal")),
 )

@@ -24,6 +24,7 @@ from typing import Any, Optional
 from pydantic import Field
 
 from harness import catalog
+from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.config.models import GpuNicShape, GpuPairShape, TopologyHardware
 from harness.errors import HarnessError, SkipCheck, ToolError
@@ -260,4 +261,5 @@ KIND = CheckKind(
     metrics=catalog.subset(["topo.nvlinks", "topo.path", "topo.nic_rank", "topo.numa_node"]),
     run=run,
     plan=plan,
+    requires=(needs.nvidia_smi(),),
 )
