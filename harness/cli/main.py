@@ -132,9 +132,11 @@ def parse(kind: str, file: Path) -> None:
 
 
 def _add_list_and_export_commands() -> None:
+    from harness.cli.export import export
     from harness.cli.listing import list_cmd
 
     cli.add_command(list_cmd)
+    cli.add_command(export)
 
 
 _add_list_and_export_commands()
