@@ -2,7 +2,8 @@
 # Install what the harness needs on a fresh Debian/Ubuntu machine (as root), into ./.venv.
 #   scripts/setup.sh          runtime: fio, util-linux, ethtool, stress-ng, Python venv with the package
 #   scripts/setup.sh --test   also what the tests need: chromium, e2fsprogs, iperf3, stress-ng, Slurm +
-#                             munge, prometheus-pushgateway, prometheus, test extras
+#                             munge, prometheus-pushgateway, prometheus, pipx, test extras (with pandas
+#                             and pyarrow)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want_test=0; [ "${1:-}" = "--test" ] && want_test=1
@@ -24,6 +25,8 @@ pkgs+=(stress-ng)
 [ $want_test = 1 ] && pkgs+=(slurmctld slurmd slurm-client munge prometheus-pushgateway)
 # the monitoring test starts a real Prometheus (and its promtool) against monitoring/ (tests/report/test_monitoring.py)
 [ $want_test = 1 ] && pkgs+=(prometheus)
+# the packaging test installs the wheel with pipx as well as into a fresh venv
+[ $want_test = 1 ] && pkgs+=(pipx)
 # node power and PSU state come from the BMC through ipmitool (harness/platform/bmc.py); the BMC
 # tests run it against OpenIPMI's ipmi_sim with a DCMI module built by gcc (tests/support/bmcsim.py) and
 # Redfish against a local HTTPS server with an openssl certificate

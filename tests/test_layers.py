@@ -7,6 +7,7 @@ imports do not. Why the rows are where they are:
 
 - cli starts everything (and `python -m harness` is its alias).
 - run (one node) and fleet (many nodes) drive checks, history and reports; neither uses the other.
+  export reads what they leave (run directories, fleet directories, the history store) as tables.
 - checks measure; history stores runs and writes their reports, so it sits above report.
 - report renders records and knows nothing of how they were made.
 - audit, compare and ownrules judge: they read config's expectations and rules (compare takes
@@ -32,7 +33,7 @@ HARNESS = Path(__file__).resolve().parent.parent / "harness"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("__main__", "cli"),
-    ("run", "fleet"),
+    ("run", "fleet", "export"),
     ("checks", "history"),
     ("report",),
     ("audit", "compare", "ownrules"),

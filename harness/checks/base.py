@@ -121,6 +121,18 @@ def _safe(name: str) -> str:
 
 
 @dataclass(frozen=True)
+class Need:
+    """A tool or Python package a kind uses, for `harness list --tools`; one of a `group` is enough."""
+
+    name: str  # the program on PATH, or the Python module
+    hint: str  # how to install it
+    python: bool = False
+    use: str = ""  # when it is used ("engine: nvbandwidth"), empty when always
+    group: str = ""  # needs sharing a group are alternatives (the burn engines)
+    version_args: tuple[str, ...] = ("--version",)  # () for a tool that must not be run to ask
+
+
+@dataclass(frozen=True)
 class CheckKind:
     """A check kind, as listed in the registry."""
 
@@ -156,6 +168,9 @@ class CheckKind:
     # A kind that measures (bandwidth, a burn): the runner waits, bounded, until the GPUs are idle
     # and near their idle temperature before it starts (harness/run/settle.py).
     settle: bool = False
+
+    # The tools and Python packages the kind runs or imports, with install hints (`harness list --tools`).
+    requires: tuple[Need, ...] = ()
 
     def with_profile(self, params: Any, hardware: Mapping[str, Any]) -> Any:
         """`params` completed from the profile (unchanged when the kind takes nothing from it)."""

@@ -16,7 +16,8 @@ from pydantic import Field
 
 from harness import catalog
 from harness.audit.judge import FactOutcome, judge
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
+from harness.checks import needs
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, Need, Params, PlannedCommand
 from harness.config.factrule import FactRule
 from harness.errors import ToolTimeout
 from harness.facts import FACTS, Fact
@@ -112,4 +113,7 @@ KIND = CheckKind(
     plan=plan,
     estimate_s=lambda _p: 3.0,
     loads_node=False,
+    requires=(needs.nvidia_smi("GPU and driver facts"),
+              Need("ofed_info", "MLNX_OFED / DOCA-OFED", use="OFED version", version_args=("-s",)),
+              needs.tool("ibv_devinfo", use="HCA firmware")),
 )

@@ -28,6 +28,7 @@ from pydantic import Field, field_validator, model_validator
 
 from harness import catalog
 from harness.checks import data_path_feed as feed
+from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.errors import ToolError, ToolTimeout
 from harness.model import Metric
@@ -322,5 +323,7 @@ KIND = CheckKind(
     plan=plan,
     estimate_s=estimate_s,
     loads_node=True,
+    requires=(needs.torch("GPU copies (host memory only without)"),
+              needs.cupy("GPU copies (host memory only without)")),
 )
 

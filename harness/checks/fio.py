@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import catalog
-from harness.checks import fio_medium, fio_multi, fio_presets
+from harness.checks import fio_medium, fio_multi, fio_presets, needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, PlannedCommand
 from harness.checks.fio_jobs import (
     FILE_SIZE,
@@ -108,4 +108,5 @@ KIND = CheckKind(
     estimate_s=estimate_s,
     own_rules=own_rules,
     loads_node=True,
+    requires=(needs.tool("fio"),),
 )

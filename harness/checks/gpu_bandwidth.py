@@ -24,7 +24,8 @@ from typing import Any, Literal, Optional
 from pydantic import Field, field_validator, model_validator
 
 from harness import catalog, siblings
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
+from harness.checks import needs
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, Need, Params, PlannedCommand
 from harness.errors import ToolError
 from harness.model import Metric
 from harness.parsers import copylog, cudasamples
@@ -229,4 +230,9 @@ KIND = CheckKind(
     own_rules=own_rules,
     loads_node=True,
     settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
+    requires=(Need("nvbandwidth", "build github.com/NVIDIA/nvbandwidth and put it on PATH",
+                   use="engine: nvbandwidth (default)", group="engine", version_args=("--help",)),
+              Need("bandwidthTest", "build github.com/NVIDIA/cuda-samples and put bandwidthTest on PATH",
+                   use="engine: bandwidthtest", group="engine", version_args=()),
+              needs.torch("engine: builtin", "engine"), needs.cupy("engine: builtin", "engine")),
 )

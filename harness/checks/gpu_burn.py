@@ -31,7 +31,8 @@ from typing import Any, Literal, Optional
 from pydantic import Field, field_validator
 
 from harness import catalog, siblings
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, Params, PlannedCommand
+from harness.checks import needs
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, Need, Params, PlannedCommand
 from harness.errors import ToolError, ToolMissing
 from harness.model import Finding, Metric, Outcome
 from harness.parsers import burnlog, dcgm, gpuburn
@@ -301,4 +302,9 @@ KIND = CheckKind(
     verdicts=verdicts,
     loads_node=True,
     settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
+    requires=(Need("gpu_burn", "build github.com/wilicc/gpu-burn and put gpu_burn (and compare.ptx) on PATH",
+                   use="engine: gpu-burn (default)", group="engine", version_args=()),
+              needs.torch("engine: builtin", "engine"), needs.cupy("engine: builtin", "engine"),
+              Need("dcgmi", "NVIDIA DCGM: apt-get install datacenter-gpu-manager", use="engine: dcgm",
+                   group="engine")),
 )

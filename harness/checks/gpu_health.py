@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from harness import catalog
-from harness.checks import gpu_identity
+from harness.checks import gpu_identity, needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.errors import ToolError
 from harness.model import Finding, Metric, Outcome
@@ -259,4 +259,6 @@ KIND = CheckKind(
     profile_defaults=profile_defaults,
     verdicts=verdicts,
     loads_node=False,
+    requires=(needs.NVML, needs.tool("dmesg", use="xid_source: dmesg (default)"),
+              needs.tool("journalctl", use="xid_source: journal")),
 )

@@ -23,6 +23,7 @@ from pydantic import Field, field_validator
 
 from harness import catalog
 from harness.checks import counterwindow as cw
+from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, PlannedCommand
 from harness.compare import Rule
 from harness.config.models import Expectation
@@ -233,4 +234,5 @@ KIND = CheckKind(
     estimate_s=lambda p: p.window,
     own_rules=own_rules,
     loads_node=False,
+    requires=(needs.tool("ibstat", use="CA facts in the details (ports are read from sysfs)"),),
 )

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness import catalog
+from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.model import Finding, Metric, Outcome
 from harness.units import BYTES, COUNT
@@ -122,4 +123,5 @@ KIND = CheckKind(
     run=run,
     plan=plan,
     loads_node=False,
+    requires=(needs.tool("lsblk"), needs.NVML),
 )

@@ -17,6 +17,7 @@ from typing import Any, Optional
 from pydantic import Field, model_validator
 
 from harness import catalog
+from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.errors import ToolError, ToolTimeout
 from harness.model import Metric, ToolRun
@@ -154,4 +155,5 @@ KIND = CheckKind(
     needs=frozenset(),
     estimate_s=estimate_s,
     loads_node=True,
+    requires=(needs.tool("iperf3"),),
 )

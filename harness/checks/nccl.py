@@ -20,7 +20,8 @@ from typing import Any, Literal, Optional, Union
 from pydantic import Field, field_validator
 
 from harness import catalog
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
+from harness.checks import needs
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, Need, Params, PlannedCommand
 from harness.errors import ToolError
 from harness.model import Metric
 from harness.parsers import nccl as nccl_parser
@@ -197,4 +198,7 @@ KIND = CheckKind(
     needs=frozenset({"gpu"}),
     loads_node=True,
     settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
+    # the default op; every op runs its own <op>_perf from the same nccl-tests build
+    requires=(Need("all_reduce_perf", needs.NCCL_TESTS_HINT, version_args=()),
+              needs.tool("mpirun", use="launcher: mpirun")),
 )

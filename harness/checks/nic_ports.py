@@ -25,6 +25,7 @@ from pydantic import Field, field_validator
 
 from harness import catalog
 from harness.checks import counterwindow as cw
+from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, PlannedCommand
 from harness.compare import Rule
 from harness.config.models import Expectation
@@ -202,4 +203,5 @@ KIND = CheckKind(
     estimate_s=lambda p: p.window,
     own_rules=own_rules,
     loads_node=False,
+    requires=(needs.tool("ethtool"),),
 )

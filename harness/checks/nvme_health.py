@@ -17,6 +17,7 @@ from typing import Any, Literal, Optional
 from pydantic import Field, field_validator
 
 from harness import catalog
+from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.errors import HarnessError, SkipCheck, ToolError, ToolMissing, ToolTimeout
 from harness.model import Metric
@@ -174,4 +175,6 @@ KIND = CheckKind(
     plan=plan,
     declared_metrics=lambda p: catalog.subset(["disk.smart_passed"]) if p.tool == "smartctl" else {},
     loads_node=False,
+    requires=(needs.tool("nvme", use="tool: nvme (default)", group="tool"),
+              needs.tool("smartctl", use="tool: smartctl", group="tool")),
 )

@@ -33,6 +33,7 @@ from pydantic import Field
 
 from harness import catalog
 from harness.bmc_model import BmcReading, BmcSource
+from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.checks.loadgroup import InterruptWatch, LoadGroup
 from harness.config.bmc import BmcConfig
@@ -407,4 +408,7 @@ KIND = CheckKind(
     plan=plan,
     estimate_s=estimate_s,
     loads_node=True,
+    requires=(needs.tool("stress-ng"), needs.torch("GPU load", "gpu load"),
+              needs.cupy("GPU load", "gpu load"), needs.tool("fio", use="fio_dirs"),
+              needs.tool("ipmitool", use="bmc kind: ipmi", version_args=("-V",))),
 )

@@ -21,7 +21,8 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import Field, field_validator, model_validator
 
 from harness import catalog, siblings
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
+from harness.checks import needs
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, Need, Params, PlannedCommand
 from harness.errors import ToolError, ToolTimeout
 from harness.model import Metric, ToolRun
 from harness.parsers import perftest, portcounters
@@ -253,4 +254,6 @@ KIND = CheckKind(
     plan=plan,
     own_rules=own_rules,
     loads_node=True,
+    # the default test; perftest ships every ib_*_bw/_lat the `test` param may name
+    requires=(Need("ib_write_bw", needs.PERFTEST_HINT),),
 )

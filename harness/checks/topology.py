@@ -24,6 +24,7 @@ from typing import Any, Optional
 from pydantic import Field
 
 from harness import catalog
+from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.config.models import GpuNicShape, GpuPairShape, TopologyHardware
 from harness.errors import HarnessError, SkipCheck, ToolError
@@ -262,4 +263,5 @@ KIND = CheckKind(
     run=run,
     plan=plan,
     loads_node=False,
+    requires=(needs.nvidia_smi(),),
 )

@@ -136,12 +136,15 @@ def parse(kind: str, file: Path) -> None:
     click.echo(json.dumps(parse_file(kind, file), indent=2))
 
 
-@cli.command("list")
-def list_cmd() -> None:
-    """List check kinds, parse kinds, suites and profiles."""
-    from harness.run.session import listing
+def _add_list_and_export_commands() -> None:
+    from harness.cli.export import export
+    from harness.cli.listing import list_cmd
 
-    click.echo(listing())
+    cli.add_command(list_cmd)
+    cli.add_command(export)
+
+
+_add_list_and_export_commands()
 
 
 def _add_history_commands() -> None:

@@ -1,4 +1,8 @@
-"""Fleet outputs: fleet.json, one junit.xml with a testsuite per node, fleet.html; written atomically."""
+"""Fleet outputs: fleet.json, one junit.xml with a testsuite per node, fleet.html; written atomically.
+
+In junit.xml every testcase's classname starts with its node (`gpu001.nccl`), so each
+(classname, name) pair is distinct across the fleet: GitLab merges testcases that share one.
+"""
 
 from __future__ import annotations
 
@@ -74,7 +78,10 @@ def _node_suite(root: ET.Element, n: NodeOutcome, index: int) -> None:
     job_failed = any(e.check == "slurm-job" for e in n.evidence)
     if n.record is None or job_failed:
         _job_case(suite, n)
-    suite.set("name", xml_text(n.node))
+    node = xml_text(n.node)
+    for case in suite.iter("testcase"):
+        case.set("classname", f"{node}.{case.get('classname', '')}")
+    suite.set("name", node)
     suite.set("hostname", xml_text(n.node))
     suite.set("id", str(index))
     props = suite.find("properties")

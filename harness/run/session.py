@@ -238,20 +238,3 @@ def parse_file(kind: str, file: Path) -> dict[str, Any]:
     except OSError as e:
         raise ConfigError([ConfigProblem(str(file), 1, 1, f"cannot read: {e.strerror}")]) from e
     return table[kind](text).to_dict()
-
-
-def listing() -> str:
-    """`harness list`: check kinds, parse kinds, suites and profiles."""
-    from harness import config
-    from harness.checks.registry import kinds
-    from harness.parsers.registry import parsers
-
-    lines = ["check kinds:"]
-    width = max(len(name) for name in kinds())
-    lines += [f"  {k.name:{width}} {k.description}" for k in kinds().values()]
-    lines += ["parse kinds:", "  " + ", ".join(sorted(parsers()))]
-    lines += ["suites:"] + [f"  {p.stem:20} {p}" for p in config.list_suites()]
-    lines += ["profiles:"] + [f"  {p.stem:20} {p}" for p in config.list_profiles()]
-    return "\n".join(lines)
-
-

@@ -145,6 +145,24 @@ def test_junit_has_a_testsuite_per_node():
     assert props["node_status"] == "REJECTED"
 
 
+def test_fleet_junit_testcases_are_distinct_per_node():
+    """GitLab merges testcases sharing (classname, name): 4 nodes x 3 cases must stay 12."""
+    outs = [outcome(f"gpu{i:03d}", record(f"gpu{i:03d}", 100.0)) for i in range(1, 5)]
+    rep = analyse(outs, suite="s", profile="p", submitted="2026-11-29T10:00:00Z",
+                  generated="2026-11-29T10:05:00Z")
+    root = ET.fromstring(render_junit(rep))
+    cases = [(c.get("classname"), c.get("name")) for c in root.iter("testcase")]
+    assert len(cases) == 12 and len(set(cases)) == 12
+    assert ("gpu003.app", "app.bw{gpu=0}") in cases and ("gpu001.inventory", "run") in cases
+    assert root.get("tests") == "12"
+
+
+def test_fleet_junit_job_case_carries_its_node():
+    root = ET.fromstring(render_junit(fleet()))
+    job = [(c.get("classname"), c.get("name")) for c in root.iter("testcase") if c.get("name") == "job"]
+    assert job == [("n10.slurm", "job")]
+
+
 def test_sbatch_argv_pins_the_node_and_passes_options_verbatim(tmp_path: Path):
     opts = dispatch.JobOptions("/s.yaml", partition="gpu", account="ops", time_limit="30:00")
     argv = dispatch.sbatch_argv("gpu001", tmp_path, tmp_path / "job.sh", opts)

@@ -1,0 +1,45 @@
+"""Tools and Python packages several check kinds use, with install hints (`harness list --tools`).
+
+A kind lists its own in `CheckKind.requires`; the ones shared by several kinds live here.
+"""
+
+from __future__ import annotations
+
+from harness.checks.base import Need
+from harness.platform.proc import INSTALL_HINTS
+
+TORCH_HINT = "pip install 'gpu-acceptance-harness[torch]' (PyTorch with CUDA)"
+CUPY_HINT = "pip install cupy-cuda12x (CuPy for CUDA 12)"
+DRIVER_HINT = "the NVIDIA driver: apt-get install nvidia-driver-<branch> (or NVIDIA's .run installer)"
+NCCL_TESTS_HINT = ("build github.com/NVIDIA/nccl-tests (make MPI=1 CUDA_HOME=... NCCL_HOME=...) and put its "
+                   "build/ on PATH")
+PERFTEST_HINT = "apt-get install perftest rdma-core"
+# Debian packages of tools the checks use that platform/proc does not run itself
+HINTS = {**INSTALL_HINTS, "dmesg": "apt-get install util-linux", "journalctl": "apt-get install systemd",
+         "ibv_devinfo": "apt-get install ibverbs-utils", "mpirun": "apt-get install openmpi-bin"}
+
+
+def tool(name: str, use: str = "", group: str = "", version_args: tuple[str, ...] = ("--version",)) -> Need:
+    """A program on PATH, with its Debian package."""
+    return Need(name, HINTS.get(name, f"install {name} and put it on PATH"), use=use, group=group,
+                version_args=version_args)
+
+
+
+
+def nvidia_smi(use: str = "") -> Need:
+    """nvidia-smi, asked for the driver's version (it fails, saying why, when the driver is not loaded)."""
+    return Need("nvidia-smi", DRIVER_HINT, use=use,
+                version_args=("--query-gpu=driver_version", "--format=csv,noheader"))
+
+
+NVML = Need("pynvml", "pip install nvidia-ml-py (a harness dependency) with the NVIDIA driver's libnvidia-ml",
+            python=True)
+
+
+def torch(use: str, group: str = "") -> Need:
+    return Need("torch", TORCH_HINT, python=True, use=use, group=group)
+
+
+def cupy(use: str, group: str = "") -> Need:
+    return Need("cupy", CUPY_HINT, python=True, use=use, group=group)

@@ -1,0 +1,6 @@
+"""Tables of metric values for pandas, spreadsheets and data warehouses (`harness export`).
+
+rows (pure: a record -> one row per metric value), sources (run directories, fleet directories,
+the history store), write (CSV, JSON Lines, Parquet) and api (the same rows as pandas DataFrames;
+pandas and pyarrow are imported only there and in the Parquet writer).
+"""

@@ -1,0 +1,133 @@
+"""Writing rows as CSV, JSON Lines or Parquet (pyarrow, imported only for Parquet).
+
+Every format has the same columns in the same order: the fixed ones with the label columns
+after `metric`. Times stay ISO 8601 UTC text in CSV and JSON Lines and are timestamps in
+Parquet; a value that is not finite is empty (CSV) or null.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO, Any
+
+from harness.errors import StorageError, ToolMissing, UsageError
+from harness.export.rows import Row, columns
+from harness.export.sources import Source
+
+FORMATS = ("csv", "jsonl", "parquet")
+BATCH = 50_000  # Parquet rows per written batch: memory stays flat in the fleet size
+ANALYSIS_HINT = "pip install 'gpu-acceptance-harness[analysis]'"
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def write_csv(source: Source, out: IO[str]) -> int:
+    cols = columns(source())
+    w = csv.DictWriter(out, cols, restval="", lineterminator="\n")
+    w.writeheader()
+    n = 0
+    for row in source():
+        w.writerow({**row, "value": "" if _finite(row["value"]) is None else repr(row["value"])})
+        n += 1
+    return n
+
+
+def write_jsonl(source: Source, out: IO[str]) -> int:
+    cols = columns(source())
+    n = 0
+    for row in source():
+        doc = {c: row.get(c) for c in cols}
+        doc["value"] = _finite(row["value"])
+        out.write(json.dumps(doc, allow_nan=False, ensure_ascii=False) + "\n")
+        n += 1
+    return n
+
+
+def arrow() -> Any:
+    """pyarrow (with pyarrow.parquet loaded), or ToolMissing with the extra that installs it."""
+    try:
+        import pyarrow  # optional: only Parquet needs it
+        import pyarrow.parquet  # the submodule is not loaded with pyarrow
+    except ImportError as e:
+        raise ToolMissing(f"Parquet needs pyarrow: {ANALYSIS_HINT}") from e
+    return pyarrow
+
+
+def arrow_schema(cols: Iterable[str]) -> Any:
+    pa = arrow()
+    types = {"value": pa.float64(), "time": pa.timestamp("us", tz="UTC")}
+    return pa.schema([(c, types.get(c, pa.string())) for c in cols])
+
+
+def arrow_batch(rows: list[Row], schema: Any) -> Any:
+    """A record batch of rows; times parsed from ISO 8601 ('' is null)."""
+    from datetime import datetime
+
+    pa = arrow()
+    data: dict[str, list[Any]] = {c: [] for c in schema.names}
+    for r in rows:
+        for c in schema.names:
+            v: Any = r.get(c)
+            if c == "time":
+                v = datetime.fromisoformat(v.replace("Z", "+00:00")) if v else None
+            elif c == "value":
+                v = _finite(r["value"])
+            data[c].append(v)
+    return pa.RecordBatch.from_pydict(data, schema=schema)
+
+
+def write_parquet(source: Source, path: str) -> int:
+    pq = arrow().parquet
+    schema = arrow_schema(columns(source()))
+    n = 0
+    with pq.ParquetWriter(path, schema) as w:
+        batch: list[Row] = []
+        for row in source():
+            batch.append(row)
+            if len(batch) >= BATCH:
+                w.write_batch(arrow_batch(batch, schema))
+                n, batch = n + len(batch), []
+        if batch or not n:
+            w.write_batch(arrow_batch(batch, schema))
+            n += len(batch)
+    return n
+
+
+def fmt_for(fmt: str | None, output: Path | None) -> str:
+    """The format asked for, else the output file's suffix when it names one, else csv."""
+    if fmt:
+        return fmt
+    suffix = output.suffix.lstrip(".") if output is not None else ""
+    return suffix if suffix in FORMATS else "csv"
+
+
+def export(source: Source, fmt: str, output: Path | None, stdout: IO[str]) -> int:
+    """Write the rows to `output` (replaced atomically: a reader never sees half) or to stdout."""
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r}; one of {', '.join(FORMATS)}")
+    if output is None:
+        if fmt == "parquet":
+            raise UsageError("--format parquet writes a file: give --output FILE.parquet")
+        return (write_csv if fmt == "csv" else write_jsonl)(source, stdout)
+    if output.is_dir():
+        raise UsageError(f"--output {output} is a directory; give a file")
+    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
+    try:
+        if fmt == "parquet":
+            n = write_parquet(source, str(tmp))
+        else:
+            with open(tmp, "w", encoding="utf-8", newline="") as f:
+                n = (write_csv if fmt == "csv" else write_jsonl)(source, f)
+        os.replace(tmp, output)
+    except OSError as e:
+        raise StorageError(f"cannot write {output}: {e.strerror or e}") from e
+    finally:
+        tmp.unlink(missing_ok=True)
+    return n
