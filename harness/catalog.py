@@ -87,6 +87,7 @@ METRICS: Mapping[str, MetricSpec] = {
     "gpu_burn.ok": MetricSpec(COUNT, H, "1 when the burn's verdict is OK and the GPU did work"),
     "gpu_burn.tflops": MetricSpec(TFLOPS, H, "compute rate the burn reported last (gpu_burn Gflop/s / 1000)"),
     "gpu_burn.errors": MetricSpec(COUNT, L, "computation errors the burn found"),
+    "gpu_burn.mem_errors": MetricSpec(COUNT, L, "words of the builtin burn's memory pattern that changed"),
     "gpu_burn.temp_max": MetricSpec(CELSIUS, L, "hottest temperature the burn tool printed"),
     "gpu_burn.iterations": MetricSpec(COUNT, N, "matrix multiplies the burn completed"),
     "dcgm.result": MetricSpec(COUNT, H, "1 when a dcgmi diag test passed, 0 failed or warned"),
