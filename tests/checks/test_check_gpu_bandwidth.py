@@ -173,7 +173,10 @@ def test_builtin_engine_for_real_on_host_memory(tmp_path):
     assert got == [("gpu.d2h_bw", 0, D2H), ("gpu.d2h_bw", 1, D2H), ("gpu.h2d_bw", 0, H2D),
                    ("gpu.h2d_bw", 1, H2D), ("gpu.p2p_bw", "gpu0", WR), ("gpu.p2p_bw", "gpu1", WR)]
     assert all(m.value > 0 and m.unit == "GB/s" for m in out.metrics)
-    assert (out.details["backend"], out.details["size"], out.details["iterations"]) == ("numpy", 2**20, 3)
+    # samples are trials, as nvbandwidth's -i (median reported), not the copies timed per trial
+    d = out.details
+    assert (d["backend"], d["size"], d["iterations"], d["trials"]) == ("numpy", 2**20, 16, 3)
+    assert ctx.tool_runs[0].argv[-2:] == ("--trials", "3")
     assert ctx.tool_runs[0].argv[1:3] == ("-m", "harness.engines.copy") and ctx.tool_runs[0].rc == 0
 
 
