@@ -194,3 +194,15 @@ def test_builtin_engine_without_a_gpu_backend_is_a_tool_error(tmp_path):
         pass
     with pytest.raises(ToolError, match=r"builtin copy test \(exit 2\): ImportError: no GPU backend"):
         KIND.run(GpuBandwidthParams(engine="builtin"), ctx_for(tmp_path))
+
+
+def test_nvbandwidth_numbers_gpus_as_nvml_does_whatever_was_inherited(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a scheduler's leftover: would hide and renumber GPUs
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    exe = executable(tmp_path / "nvbandwidth",
+                     f'echo "$CUDA_DEVICE_ORDER $CUDA_VISIBLE_DEVICES" >> "{tmp_path}/env"\n'
+                     f'cat "{BY_TEST[D2H]}"\n')
+    inv = {"gpus": [{"index": i, "uuid": f"GPU-{i:04d}"} for i in range(8)]}
+    KIND.run(GpuBandwidthParams(binary=str(exe), tests=[D2H]), ctx_for(tmp_path, inv))
+    want = ["PCI_BUS_ID", ",".join(f"GPU-{i:04d}" for i in range(8))]
+    assert (tmp_path / "env").read_text().split() == want
