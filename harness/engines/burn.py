@@ -20,8 +20,10 @@ Output: one JSON object per line (start, one result or error per device, done).
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -112,7 +114,9 @@ def run_children(argvs: Mapping[int, Sequence[str]], wait_s: float,
     without a result after `wait_s` is killed and reported, the others' results are kept."""
     lock = threading.Lock()
     reported: set[int] = set()
-    procs = {d: subprocess.Popen(list(a), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # stderr to files: a full pipe would block a chatty child; each is closed once its child ended
+    errs = {d: tempfile.TemporaryFile(mode="w+") for d in argvs}  # noqa: SIM115
+    procs = {d: subprocess.Popen(list(a), stdout=subprocess.PIPE, stderr=errs[d], text=True)
              for d, a in argvs.items()}
 
     def pump(d: int, p: subprocess.Popen[str]) -> None:
@@ -145,15 +149,15 @@ def run_children(argvs: Mapping[int, Sequence[str]], wait_s: float,
         t.join(timeout=5)
     for d, p in procs.items():
         with lock:
+            errs[d].seek(0)
+            err = errs[d].read().strip().splitlines()
+            errs[d].close()
             if d not in reported:
-                err = (p.stderr.read() if p.stderr else "").strip().splitlines()
                 out({"event": "error", "gpu": d, "message": f"exit {p.returncode} without a result"
                      + (f": {err[-1][:300]}" if err else "")})
 
 
 def _event(line: str) -> dict[str, Any] | None:
-    import json
-
     try:
         obj = json.loads(line)
     except ValueError:
