@@ -1,99 +1,184 @@
 #!/usr/bin/env bash
-# GPU device check (issue 3): on a machine with a real NVIDIA GPU, exercise what the dev
-# machines cannot - NVML sampling, gpu_health, a burn with 10 Hz telemetry - and capture raw
-# tool output to turn into test data. Every step keeps its stdout, stderr and exit code under
-# $OUT and the script never stops on a failed step. About 5 minutes on an 8-GPU node (the quick
-# suite at the end included), plus POWER_S (default 120) seconds of power_headroom load.
+# GPU device check (issues 3 and 21): on a machine with a real NVIDIA GPU, exercise what the dev
+# machines cannot - NVML (health, instantaneous power, the 10 Hz sampler and its cost), the
+# builtin burn and copy engines, gpu-burn and nccl-tests built here with nvcc, and a harness run -
+# and capture raw tool output to turn into test data. Designed to work the first time:
 #
-#   prepare (a connected machine, repo root):  pip wheel -w wheels . && pip download -d wheels .
-#   run (the GPU machine, repo root):           OUT=/some/dir benchmarks/gpu_device_check.sh
+# * the machine's python3 (a venv with PyTorch, CuPy, nvidia-ml-py, pandas, NCCL's wheel) is used
+#   as it is; of the wheels carried in .device/wheels/cp312 (benchmarks/gpu_device_prep.sh) only
+#   those whose distribution python3 lacks are installed, with --no-deps, into a target directory
+#   put on PYTHONPATH (no new venv: that would hide PyTorch);
+# * gpu-burn and nccl-tests are built with nvcc from .device/src when both are there;
+# * every step is bounded (STEP_TIMEOUT, default 120 s) and the whole run keeps within BUDGET_S
+#   (default 540 s): a step that would start with less than 20 s left is skipped, and said so;
+# * everything lands in $OUT/work and is packed into ONE archive, $OUT/device-check.tar.gz, with
+#   summary.txt (per-GPU TFLOPS, temperatures, power average and instantaneous, throttling, the
+#   telemetry cost) also copied next to it.
 #
-# BURN_S (default 60) sets the burn length; the burn uses the builtin bf16 engine when PyTorch
-# is importable, else gpu_burn when it is on PATH, else it is left out (steps.log says which).
+#   prepare (here):     benchmarks/gpu_device_prep.sh
+#   run (GPU machine):  OUT=/some/dir benchmarks/gpu_device_check.sh      (carry .device)
+#   rehearse (here):    HARNESS_DEVICE_REHEARSAL=1 PY=.venv/bin/python OUT=/tmp/x benchmarks/gpu_device_check.sh
+#
+# HARNESS_DEVICE_REHEARSAL=1 puts tests/support/fakenvml.py in place of pynvml (two fake H200s)
+# and burns/copies on the CPU (NumPy backend), so the whole flow and the archive layout can be
+# rehearsed without a GPU. BURN_S (default 60) sets the burn length.
 set -u
-OUT=${OUT:-$PWD/gpu-device-check}; WHEELS=${WHEELS:-$PWD/wheels}; BURN_S=${BURN_S:-60}
-VENV=${VENV:-/tmp/harness-venv}
-mkdir -p "$OUT/raw"
-log() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$OUT/steps.log"; }
-step() {  # step NAME CMD...: output to raw/NAME.{out,err,rc}, bounded in time
-  local name=$1; shift; log "$name: $*"
-  timeout "${STEP_TIMEOUT:-600}" "$@" >"$OUT/raw/$name.out" 2>"$OUT/raw/$name.err"
-  echo $? >"$OUT/raw/$name.rc"; log "$name: exit $(cat "$OUT/raw/$name.rc")"
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$PWD/gpu-device-check}; DEV=${DEV:-$ROOT/.device}; PY=${PY:-python3}
+BURN_S=${BURN_S:-60}; STEP_TIMEOUT=${STEP_TIMEOUT:-120}; BUDGET_S=${BUDGET_S:-540}
+REHEARSAL=${HARNESS_DEVICE_REHEARSAL:-0}
+W=$OUT/work; START=$(date +%s)
+mkdir -p "$W/raw" "$W/site" "$W/build"
+cd "$ROOT" || exit 2
+log() { echo "== $(date -u +%H:%M:%S) +$(($(date +%s) - START))s $*" | tee -a "$W/steps.log"; }
+step() {  # step NAME [TIMEOUT] -- CMD...: raw/NAME.{out,err,rc}, bounded by TIMEOUT and the budget
+  local name=$1 t=$STEP_TIMEOUT; shift
+  if [ "$1" != "--" ]; then t=$1; shift; fi; shift
+  local left=$((BUDGET_S - ($(date +%s) - START)))
+  if [ "$left" -lt 20 ]; then log "$name: SKIPPED (budget spent)"; echo skipped >"$W/raw/$name.rc"; return; fi
+  [ "$t" -gt "$left" ] && t=$left
+  log "$name (<= ${t}s): $*"
+  timeout -k 5 "$t" "$@" >"$W/raw/$name.out" 2>"$W/raw/$name.err"
+  echo $? >"$W/raw/$name.rc"; log "$name: exit $(cat "$W/raw/$name.rc")"
 }
 
-# 1. raw captures straight from the tools (the parsers' future test data)
-step nvidia-smi-L nvidia-smi -L
-step nvidia-smi nvidia-smi
-step nvidia-smi-dmon nvidia-smi dmon -s puc -c 5
-step nvidia-smi-q nvidia-smi -q
-step nvidia-smi-q-x nvidia-smi -q -x
-step nvidia-smi-topo nvidia-smi topo -m
-step nvidia-smi-csv nvidia-smi --format=csv --query-gpu=index,name,temperature.gpu,power.draw,power.limit,\
-clocks.sm,clocks.max.sm,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,\
-clocks_event_reasons.active,ecc.errors.uncorrected.volatile.total
-step dmesg-xid sh -c 'dmesg 2>&1 | grep -E "NVRM: (Xid|GPU at)|SXid" || true'
-command -v dcgmi >/dev/null && step dcgmi-diag-r1 dcgmi diag -r 1 -j
+# 0. where we are
+step python -- "$PY" -c "import sys, platform; print(sys.version); print(platform.platform())"
+step torch -- "$PY" -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.is_available(), \
+torch.cuda.device_count()); [print(i, torch.cuda.get_device_properties(i)) for i in range(torch.cuda.device_count())]"
 
-# 2. the package from carried wheels into a venv; without wheels, this source tree on PYTHONPATH
-if [ -d "$WHEELS" ] && python3 -m venv --system-site-packages "$VENV"; then
-  . "$VENV/bin/activate"
-  step pip-install pip install --no-index --find-links "$WHEELS" gpu-acceptance-harness
-else export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}; log "no wheels in $WHEELS: using $PWD as is"; fi
-step harness-version python -c "import harness, pynvml; print(harness.__version__, pynvml.__file__)"
+# 1. the package's missing dependencies from carried cp312 wheels into a target directory
+if [ -d "$DEV/wheels/cp312" ]; then
+  missing=()
+  for whl in "$DEV"/wheels/cp312/*.whl; do
+    dist=$(basename "$whl" | cut -d- -f1)
+    "$PY" -c "import importlib.metadata as m, sys; m.version(sys.argv[1])" "$dist" 2>/dev/null || missing+=("$whl")
+  done
+  log "wheels: ${#missing[@]} distribution(s) missing from $PY"
+  if [ ${#missing[@]} -gt 0 ]; then
+    step pip-install -- "$PY" -m pip install --no-index --no-deps --target "$W/site" "${missing[@]}"
+  fi
+else log "no wheels in $DEV/wheels/cp312: using $PY's own packages"; fi
+export PYTHONPATH=$ROOT:$W/site${PYTHONPATH:+:$PYTHONPATH}
+if [ "$REHEARSAL" = 1 ]; then  # the NVML fake in place of pynvml, for a dry run without a GPU
+  mkdir -p "$W/fake"
+  cat >"$W/fake/pynvml.py" <<EOF
+"""Rehearsal only: the tests' fake NVML (two H200s, one with the instantaneous power field)."""
+import sys
+sys.path.insert(0, "$ROOT/tests/support")
+import fakenvml as _f
+_m = _f.module([_f.FakeGpu(power_instant_w=702.0), _f.FakeGpu(temp=64.0)])
+globals().update({k: getattr(_m, k) for k in dir(_m) if not k.startswith("__")})
+EOF
+  export PYTHONPATH=$W/fake:$PYTHONPATH; BACKEND=numpy; DTYPE=fp32; SIZE="--size 128"
+  log "REHEARSAL: fake NVML from tests/support/fakenvml.py, NumPy backend"
+else BACKEND=auto; DTYPE=bf16; SIZE=""; fi
+step harness-version -- "$PY" -c "import harness, pynvml, pydantic; print(harness.__version__, pynvml.__file__, \
+pydantic.__version__)"
 
-# 3. the parsers on this machine's real output
-for k in nvidia-smi-q:nvidia-smi-q nvidia-smi-q:nvidia-smi-q-x nvidia-smi-csv:nvidia-smi-csv xid:dmesg-xid \
-         nvidia-smi-topo:nvidia-smi-topo nvidia-smi:nvidia-smi nvidia-smi-dmon:nvidia-smi-dmon; do
-  step "parse-${k#*:}" python -m harness parse "${k%%:*}" "$OUT/raw/${k#*:}.out"
-done
+# 2. raw captures straight from the tools (the parsers' future test data)
+step nvidia-smi-L 20 -- nvidia-smi -L
+step nvidia-smi-q 30 -- nvidia-smi -q
+step nvidia-smi-q-x 30 -- nvidia-smi -q -x
+step nvidia-smi-topo 20 -- nvidia-smi topo -m
+step nvidia-smi-dmon 20 -- nvidia-smi dmon -s puc -c 5
+step dmesg-nvrm 20 -- sh -c 'dmesg 2>&1 | grep -E "NVRM|SXid" || true'
 
-# 4. the NVML edge for real: health facts, and the sampler at 10 Hz for 10 s on an idle node
-step nvml-sampler python - "$OUT/raw/idle-telemetry.json" <<'EOF'
+# 3. gpu-burn and nccl-tests built here with nvcc, from carried source
+NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true); NVCC=${NVCC:+$(readlink -f "$NVCC")}
+ARCH=$("$PY" -c "import torch; p = torch.cuda.get_device_properties(0); print(f'{p.major}{p.minor}')" 2>/dev/null || echo 90)
+if [ -n "$NVCC" ] && [ -d "$DEV/src/gpu-burn" ]; then
+  cp -r "$DEV/src/gpu-burn" "$W/build/"
+  step build-gpu-burn -- make -C "$W/build/gpu-burn" CUDAPATH="$(dirname "$(dirname "$NVCC")")" COMPUTE="$ARCH"
+else log "gpu-burn not built (nvcc: ${NVCC:-none}; source: $DEV/src/gpu-burn)"; fi
+NCCL=$("$PY" -c "import nvidia.nccl as n; print(list(n.__path__)[0])" 2>/dev/null || true)
+if [ -n "$NVCC" ] && [ -n "$NCCL" ] && [ -d "$DEV/src/nccl-tests" ]; then
+  mkdir -p "$W/build/nccl/lib"; ln -sf "$NCCL/include" "$W/build/nccl/include"
+  ln -sf "$(ls "$NCCL"/lib/libnccl.so* | head -n 1)" "$W/build/nccl/lib/libnccl.so"
+  cp -r "$DEV/src/nccl-tests" "$W/build/"
+  step build-nccl-tests 180 -- make -C "$W/build/nccl-tests" -j16 MPI=0 CUDA_HOME="$(dirname "$(dirname "$NVCC")")" \
+    NCCL_HOME="$W/build/nccl" NVCC_GENCODE="-gencode=arch=compute_$ARCH,code=sm_$ARCH"
+else log "nccl-tests not built (nvcc: ${NVCC:-none}; NCCL wheel: ${NCCL:-none})"; fi
+export LD_LIBRARY_PATH=${NCCL:+$NCCL/lib:}${LD_LIBRARY_PATH:-}
+NT=$W/build/nccl-tests/build
+[ -x "$NT/all_reduce_perf" ] && step nccl-all-reduce -- "$NT/all_reduce_perf" -b 8 -e 1G -f 4 -g 1 -c 1
+
+# 4. the NVML edge for real: health, instantaneous vs averaged power, the sampler at 10 Hz and its cost
+step nvml-sampler -- "$PY" - "$W/raw/idle-telemetry.json" <<'EOF'
 import json, sys, time
 from dataclasses import asdict
-from harness.run import sampler as telemetry
-from harness.series import telemetry as telemetry_metrics
 from harness.platform import nvml
+from harness.run.sampler import Sampler
+from harness.series import telemetry
 with nvml.NvmlSession() as nv:
-    print(json.dumps([asdict(h) for h in nv.health()], indent=1))
-    s = telemetry.Sampler(nv.sample, 0.1).start(); time.sleep(10); series = s.stop()
+    print(json.dumps({"health": [asdict(h) for h in nv.health()], "limits": [asdict(x) for x in nv.limits()],
+                      "open_errors": nv.open_errors}, indent=1))
+    t0 = time.perf_counter(); n = 50
+    for _ in range(n):
+        nv.sample()
+    print(f"bare sample() of all GPUs: {(time.perf_counter() - t0) / n * 1000:.2f} ms")
+    for x in nv.sample():
+        how = {True: "instantaneous", False: "1-s average", None: "none"}[x.power_instant]
+        print(f"GPU {x.gpu}: power {x.power} W ({how}), 1-s average {x.power_avg} W, temp {x.temp} C, "
+              f"error {x.error}")
+    s = Sampler(nv.sample, 0.1).start(); time.sleep(10); series = s.stop()
 open(sys.argv[1], "w").write(json.dumps(series.to_dict()))
 print(f"samples {len(series.t)} in 10 s for {len(series.gpus)} GPUs; mean sample cost "
       f"{series.sample_cost_s * 1000:.2f} ms; overruns {series.overruns}")
-for m in telemetry_metrics.derive(series):
+for m in telemetry.derive(series):
     print(m.name, dict(m.labels), round(m.value, 3), m.unit)
 EOF
 
-# the sampler's cost against bare NVML calls, and 10 Hz scaled to 8 GPUs
-step bench-telemetry python benchmarks/bench_telemetry.py --seconds 5
+# 5. the engines on their own (their JSON lines are test data)
+step burn-engine $((BURN_S / 2 + 60)) -- "$PY" -m harness.engines.burn --seconds $((BURN_S / 2)) --dtype $DTYPE \
+  --backend $BACKEND $SIZE
+step copy-engine -- "$PY" -m harness.engines.copy --backend $BACKEND --trials 3 $([ "$BACKEND" = numpy ] && echo "--size 1048576")
 
-# 5. a real run: gpu_health and a burn with telemetry at 10 Hz, then the report re-rendered
-if python -c "import torch" 2>/dev/null; then BURN="{engine: builtin, dtype: bf16, duration: $BURN_S}"
-elif command -v gpu_burn >/dev/null; then BURN="{engine: gpu-burn, tensor_cores: true, duration: $BURN_S}"
-else BURN=""; log "no PyTorch and no gpu_burn: the burn is left out"; fi
-{ echo "name: device-check"; echo "checks:"
+# 6. a harness run: health, builtin burn with 10 Hz telemetry, gpu-burn when built, copies
+# the settle gate waits (bounded) for GPUs to cool between measuring checks: short here, recorded
+SETTLE_S=${SETTLE_S:-$([ -n "${HARNESS_DEVICE_REHEARSAL:-}" ] && echo 2 || echo 45)}
+{ echo "name: device-check"; echo "defaults: {settle: {timeout: $SETTLE_S}}"; echo "checks:"
   echo "  - {id: inventory, kind: inventory}"
   echo "  - {id: gpu-health, kind: gpu_health}"
-  [ -n "$BURN" ] && echo "  - {id: gpu-burn, kind: gpu_burn, params: ${BURN%\}}, telemetry_period: 0.1}}"
-  # interconnect and data path on the real GPU: topology (judged only where the profile states a
-  # shape), the builtin pinned-memory copy test (PyTorch/CuPy), nvbandwidth where installed, and
-  # a small data_path sweep that copies into GPU memory
-  echo "  - {id: topology, kind: topology}"
-  echo "  - {id: gpu-copy-builtin, kind: gpu_bandwidth, params: {engine: builtin}}"
-  command -v nvbandwidth >/dev/null && echo "  - {id: gpu-copy-nvbandwidth, kind: gpu_bandwidth, params: {engine: nvbandwidth}}"
-  echo "  - {id: data-path, kind: data_path, params: {total_size: 1G, workers: [1, 4], step_seconds: 3, per_gpu_gbps: 0.27}}"
-  # power_headroom: a full-system load with NVML power (node power estimated: GPU + ALLOWANCE_W
-  # unless a local BMC answers); needs PyTorch for its bf16 burn, stress-ng for CPU/memory
-  if python -c "import torch" 2>/dev/null; then
-    command -v stress-ng >/dev/null && STRESS="" || STRESS=", cpu_workers: 0, vm_workers: 0"
-    echo "  - {id: power-headroom, kind: power_headroom, params: {duration: ${POWER_S:-120}, cooldown: 15,"
-    echo "     period: 0.5, allowance_w: ${ALLOWANCE_W:-1000}$STRESS}}"
-  fi
-} >"$OUT/suite.yaml"
-step harness-run python -m harness run "$OUT/suite.yaml" --output "$OUT/runs"
-RUN_DIR=$(ls -d "$OUT"/runs/*/ 2>/dev/null | head -n 1)
-[ -n "$RUN_DIR" ] && step harness-report python -m harness report "$RUN_DIR"
+  echo "  - {id: burn-builtin, kind: gpu_burn, params: {engine: builtin, dtype: $DTYPE, backend: $BACKEND, \
+duration: $BURN_S, telemetry_period: 0.1$([ "$BACKEND" = numpy ] && echo ", size: 128")}}"
+  [ -x "$W/build/gpu-burn/gpu_burn" ] && echo "  - {id: burn-gpu-burn, kind: gpu_burn, params: {engine: gpu-burn, \
+binary: $W/build/gpu-burn/gpu_burn, tensor_cores: true, duration: 30, telemetry_period: 0.1}}"
+  echo "  - {id: copy-builtin, kind: gpu_bandwidth, params: {engine: builtin, backend: $BACKEND, samples: 3\
+$([ "$BACKEND" = numpy ] && echo ", buffer_mib: 1")}}"
+} >"$W/suite.yaml"
+step harness-run $((BURN_S * 2 + 150)) -- "$PY" -m harness run "$W/suite.yaml" --output "$W/runs" --history off
+RUN_DIR=$(ls -d "$W"/runs/*/ 2>/dev/null | head -n 1)
 
-# 6. issue #3's done-when, literally: the shipped quick suite (profile chosen from the hardware)
-step quick-suite python -m harness run suites/quick.yaml --output "$OUT/quick"
-log "done: $OUT (steps.log, raw/, runs/)"
+# 7. the numbers the issue asks for, from the run's record
+step summary 30 -- "$PY" - "${RUN_DIR:-none}" "$W/raw/nvml-sampler.out" "$W/summary.json" <<'EOF'
+import json, sys
+from pathlib import Path
+run, sampler, dest = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+out = {"verdict": None, "checks": {}, "sampler": []}
+if (run / "results.json").is_file():
+    rec = json.loads((run / "results.json").read_text())
+    out["verdict"] = rec.get("verdict")
+    for c in rec.get("checks", []):
+        want = ("gpu_burn.tflops", "gpu.temp_max", "gpu.mem_temp_max", "gpu.power_mean", "gpu.power_max",
+                "gpu.throttle_pct", "gpu_burn.mem_errors", "gpu.h2d_bw", "gpu.d2h_bw")
+        out["checks"][c.get("id")] = {"status": c.get("status"), "message": c.get("message"),
+            "metrics": [(m["name"], m.get("labels"), m["value"]) for m in c.get("metrics", []) if m["name"] in want]}
+if sampler.is_file():
+    out["sampler"] = [ln for ln in sampler.read_text().splitlines() if "sample" in ln or ln.startswith("GPU ")]
+dest.write_text(json.dumps(out, indent=1))
+for cid, c in out["checks"].items():
+    print(f"{cid}: {c['status']}: {c['message']}")
+    for name, labels, value in c["metrics"]:
+        if name != "gpu.throttle_pct" or labels.get("reason") in ("any", "hw_slowdown", "power_cap"):
+            print(f"   {name} {labels} {value:.4g}")
+print("\n".join(out["sampler"]))
+print("verdict:", out["verdict"])
+EOF
+cp "$W/raw/summary.out" "$W/summary.txt" 2>/dev/null || true
+
+# 8. one archive under $OUT
+log "done in $(($(date +%s) - START)) s"
+tar -czf "$OUT/device-check.tar.gz" -C "$W" --exclude=./build --exclude=./site --exclude=./fake . 2>/dev/null \
+  && cp "$W/summary.txt" "$OUT/summary.txt" 2>/dev/null
+ls -la "$OUT/device-check.tar.gz"

@@ -92,9 +92,12 @@ METRICS: Mapping[str, MetricSpec] = {
     "gpu.remap_failure": MetricSpec(COUNT, L, "1 when a row remap failed"),
     "gpu.nvlink_down": MetricSpec(COUNT, L, "NVLink links present but not up"),
     "gpu.xid_critical": MetricSpec(COUNT, L, "XID events of the critical set in the kernel log"),
+    "gpu.driver_fault": MetricSpec(COUNT, L, "driver faults without an XID number in the kernel log, "
+                                   "label fault"),
     "gpu_burn.ok": MetricSpec(COUNT, H, "1 when the burn's verdict is OK and the GPU did work"),
     "gpu_burn.tflops": MetricSpec(TFLOPS, H, "compute rate the burn reported last (gpu_burn Gflop/s / 1000)"),
     "gpu_burn.errors": MetricSpec(COUNT, L, "computation errors the burn found"),
+    "gpu_burn.mem_errors": MetricSpec(COUNT, L, "words of the builtin burn's memory pattern that changed"),
     "gpu_burn.temp_max": MetricSpec(CELSIUS, L, "hottest temperature the burn tool printed"),
     "gpu_burn.iterations": MetricSpec(COUNT, N, "matrix multiplies the burn completed"),
     "dcgm.result": MetricSpec(COUNT, H, "1 when a dcgmi diag test passed, 0 failed or warned"),

@@ -24,7 +24,7 @@ from typing import Any, Literal, Optional
 from pydantic import Field, field_validator, model_validator
 
 from harness import catalog, siblings
-from harness.checks import needs
+from harness.checks import gpu_identity, needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Need, Params, PlannedCommand
 from harness.errors import ToolError
 from harness.model import Metric
@@ -35,7 +35,6 @@ from harness.parsers.base import last_line as _last
 DEFAULT_TESTS = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce",
                  "device_to_device_memcpy_read_ce", "device_to_device_memcpy_write_ce")
 BINARIES = {"nvbandwidth": "nvbandwidth", "bandwidthtest": "bandwidthTest"}
-ENV = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}  # CUDA numbers GPUs as NVML (and the inventory) does
 # engine -> params only that engine reads
 OWN = {"nvbandwidth": {"tests"}, "bandwidthtest": {"memory"}, "builtin": {"backend", "p2p"}}
 SIBLINGS = (("gpu.h2d_bw", ("gpu",)), ("gpu.d2h_bw", ("gpu",)), ("gpu.d2d_bw", ("gpu",)),
@@ -51,8 +50,8 @@ class GpuBandwidthParams(Params):
                              description="nvbandwidth test names (nvbandwidth -l lists them)")
     buffer_mib: Optional[int] = Field(None, ge=1, le=65536, description="nvbandwidth -b / builtin "
                                       "copy size, MiB (default 512)")
-    samples: Optional[int] = Field(None, ge=1, le=1000, description="nvbandwidth -i / builtin copies "
-                                   "timed per test (default 16)")
+    samples: Optional[int] = Field(None, ge=1, le=1000, description="trials per test, the median "
+                                   "reported: nvbandwidth -i (its default 3) / builtin --trials (default 3)")
     memory: Literal["pinned", "pageable"] = Field("pinned", description="bandwidthtest --memory")
     backend: Literal["auto", "torch", "cupy", "numpy"] = Field(
         "auto", description="builtin: auto = PyTorch, else CuPy; numpy copies host memory (tests)")
@@ -103,8 +102,8 @@ def builtin_argv(params: GpuBandwidthParams) -> list[str]:
     argv = [sys.executable, "-m", "harness.engines.copy", "--backend", params.backend]
     if params.buffer_mib is not None:
         argv += ["--size", str(params.buffer_mib * 2**20)]
-    if params.samples is not None:
-        argv += ["--iterations", str(params.samples)]
+    if params.samples is not None:  # trials, as nvbandwidth's -i: not the copies timed per trial
+        argv += ["--trials", str(params.samples)]
     return argv + ([] if params.p2p else ["--no-p2p"])
 
 
@@ -124,9 +123,10 @@ def plan(params: GpuBandwidthParams, inventory: Mapping[str, Any]) -> Sequence[P
 
 
 
-def _one(ctx: CheckContext, argv: list[str], name: str, parse: Any, what: str,
-         env: Optional[Mapping[str, str]] = None) -> tuple[list[Metric], list[str], dict[str, Any]]:
-    """Run one tool, parse stdout+stderr; no metric at all is a tool error."""
+def _one(ctx: CheckContext, argv: list[str], name: str, parse: Any,
+         what: str) -> tuple[list[Metric], list[str], dict[str, Any]]:
+    """Run one tool (CUDA ordinal i = NVML's GPU i), parse stdout+stderr; no metric is a tool error."""
+    env = gpu_identity.cuda_env(ctx.inventory.get("gpus", []))
     res = ctx.run_tool(argv, name=name, check_rc=False, env=env)
     if res.interrupted:
         raise ToolError(f"{what}: interrupted; its process group was killed", argv=res.argv)
@@ -159,14 +159,16 @@ def run(params: GpuBandwidthParams, ctx: CheckContext) -> CheckOutput:
         for gpu in _gpu_indices(ctx.inventory) or [0]:
             ctx.progress(f"bandwidthTest GPU {gpu}")
             m, p, _ = _one(ctx, bandwidthtest_argv(params, gpu), f"bandwidthTest-gpu{gpu}",
-                           cudasamples.parse_bandwidthtest, f"bandwidthTest --device={gpu}", ENV)
+                           cudasamples.parse_bandwidthtest, f"bandwidthTest --device={gpu}")
             metrics += [Metric(x.name, x.value, x.unit, {**x.labels, "gpu": gpu}) for x in m]
             problems += [f"GPU {gpu}: {x}" for x in p]
     else:
         ctx.progress(f"builtin copy test ({params.backend})")
         metrics, problems, d = _one(ctx, builtin_argv(params), "copy-engine", copylog.parse,
-                                    "builtin copy test", ENV)
+                                    "builtin copy test")
         details.update(d)
+        problems += gpu_identity.cuda_order_problems(d.get("pci_bus_ids") or [],
+                                                     ctx.inventory.get("gpus", []))
     problems += coverage(metrics, ctx.inventory)
     return CheckOutput(tuple(metrics), tuple(problems), details, summary(metrics))
 

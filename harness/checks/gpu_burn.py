@@ -21,9 +21,11 @@ by the engine. The sibling rule flags a GPU whose TFLOPS is far below the others
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -31,7 +33,7 @@ from typing import Any, Literal, Optional
 from pydantic import Field, field_validator
 
 from harness import catalog, siblings
-from harness.checks import needs
+from harness.checks import gpu_identity, needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, Need, Params, PlannedCommand
 from harness.errors import ToolError, ToolMissing
 from harness.model import Finding, Metric, Outcome
@@ -46,7 +48,8 @@ DCGM_LEVEL_S = {1: 60.0, 2: 300.0, 3: 1800.0, 4: 7200.0}  # generous budgets per
 TELEMETRY = ("gpu.temp_max", "gpu.mem_temp_max", "gpu.power_mean", "gpu.power_max", "gpu.sm_clock_mean",
              "gpu.util_mean", "gpu.throttle_pct", "gpu.energy", "gpu.pcie_gen", "gpu.pcie_width",
              "gpu.pcie_replays", "gpu.ecc_corrected", "gpu.ecc_uncorrected", "gpu.lost")
-BURN = ("gpu_burn.ok", "gpu_burn.tflops", "gpu_burn.errors", "gpu_burn.temp_max", "gpu_burn.iterations")
+BURN = ("gpu_burn.ok", "gpu_burn.tflops", "gpu_burn.errors", "gpu_burn.temp_max", "gpu_burn.iterations",
+        "gpu_burn.mem_errors")
 
 
 class GpuBurnParams(TelemetryParams, Params):
@@ -104,8 +107,29 @@ def _kernel(params: GpuBurnParams) -> Optional[str]:
     return str(beside) if beside.is_file() else None
 
 
-def build_argv(params: GpuBurnParams) -> list[str]:
-    """The command line of the chosen engine."""
+GPU_BURN_SWITCHES = ("-h", "-l", "-d", "-tc")  # gpu_burn looks for these anywhere in every argument
+
+
+def _switch_in(arg: str) -> Optional[str]:
+    return next((s for s in GPU_BURN_SWITCHES if s in arg), None)
+
+
+def safe_kernel(path: str) -> tuple[str, Optional[str]]:
+    """(path to give gpu_burn -c, directory to remove afterwards). gpu_burn tests each argument for
+    '-h', '-l', '-d', '-tc' as substrings, so a compare.ptx path holding one would print help, list
+    GPUs or switch to doubles: such a file is reached through a symlink in a fresh private directory."""
+    if _switch_in(path) is None:
+        return path, None
+    tmp = tempfile.mkdtemp(prefix="harness_ptx_", dir="/tmp")
+    link = os.path.join(tmp, "compare.ptx")
+    if _switch_in(link) is not None:  # pragma: no cover - mkdtemp's names hold no '-'
+        raise ToolError(f"no safe path for gpu_burn's compare kernel {path!r}", argv=(path,))
+    os.symlink(os.path.abspath(path), link)
+    return link, tmp
+
+
+def build_argv(params: GpuBurnParams, kernel: Optional[str] = None) -> list[str]:
+    """The command line of the chosen engine (`kernel`: the compare.ptx path to pass, if not found)."""
     if params.engine == "dcgm":
         return ["dcgmi", "diag", "-r", str(params.dcgm_level), "-j"]
     if params.engine == "builtin":
@@ -119,7 +143,7 @@ def build_argv(params: GpuBurnParams) -> list[str]:
         argv.append("-tc")
     if params.memory is not None:
         argv.append(f"-m{params.memory}")
-    kernel = _kernel(params)
+    kernel = kernel or _kernel(params)
     if kernel is not None:
         argv += ["-c", kernel]
     return [*argv, str(params.duration)]
@@ -152,11 +176,18 @@ def plan(params: GpuBurnParams, inventory: Mapping[str, Any]) -> Sequence[Planne
 def run(params: GpuBurnParams, ctx: CheckContext) -> CheckOutput:
     """Run the engine, prove it did the work on every GPU, return per-GPU metrics and verdicts."""
     params = resolved(params)
-    argv = build_argv(params)
+    kernel, tmp = (None, None)
+    if params.engine == "gpu-burn" and _kernel(params) is not None:
+        kernel, tmp = safe_kernel(str(_kernel(params)))
+    argv = build_argv(params, kernel)
     ctx.progress(f"{params.engine}: about {estimate_s(params):.0f} s")
-    # CUDA numbers GPUs fastest-first unless told otherwise; NVML (and so the inventory) by PCI bus
-    env = None if params.engine == "dcgm" else {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    res = ctx.run_tool(argv, name=params.engine, timeout_s=budget_s(params), env=env, check_rc=False)
+    # CUDA ordinal i = NVML's GPU i (the inventory's numbering): bus order, every GPU by UUID
+    env = None if params.engine == "dcgm" else gpu_identity.cuda_env(ctx.inventory.get("gpus", []))
+    try:
+        res = ctx.run_tool(argv, name=params.engine, timeout_s=budget_s(params), env=env, check_rc=False)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
     if res.interrupted:
         raise ToolError(f"{params.engine}: interrupted; its process group was killed", argv=res.argv)
     text = res.stdout() + "\n" + res.stderr()
@@ -167,11 +198,13 @@ def run(params: GpuBurnParams, ctx: CheckContext) -> CheckOutput:
         raise ToolError(f"{params.engine}: exit {res.rc}: {why}", argv=res.argv, rc=res.rc,
                         output_tail=res.tail())
     problems = list(parsed.problems) + _coverage(parsed, ctx, params)
+    problems += gpu_identity.cuda_order_problems(parsed.details.get("pci_bus_ids") or [],
+                                                 ctx.inventory.get("gpus", []))
     if params.engine == "dcgm":
         problems += _dcgm_exercised(parsed, params)
         found = _dcgm_verdicts(parsed)
     else:
-        found = _burn_verdicts(parsed, params.engine)
+        found = _burn_verdicts(parsed, params.engine, parsed.details.get("faults") or {})
     details = {"engine": params.engine, **{k: v for k, v in parsed.details.items() if v not in ({}, [])}}
     return CheckOutput(parsed.metrics, tuple(problems), details, _summary(parsed.metrics, params),
                        findings=found)
@@ -219,8 +252,10 @@ def _coverage(parsed: ParseResult, ctx: CheckContext, params: GpuBurnParams) -> 
     return []
 
 
-def _burn_verdicts(parsed: ParseResult, engine: str) -> tuple[Finding, ...]:
-    """GPUs with computation errors fail; one pass row when all were OK."""
+def _burn_verdicts(parsed: ParseResult, engine: str,
+                   faults: Mapping[str, str] | None = None) -> tuple[Finding, ...]:
+    """GPUs with computation errors (or the builtin burn's `faults`: memory pattern, reference,
+    cross-GPU disagreement) fail; one pass row when all were OK."""
     if not parsed.valid:
         return ()
     errors = {m.labels["gpu"]: m.value for m in parsed.metrics if m.name == "gpu_burn.errors"}
@@ -231,6 +266,8 @@ def _burn_verdicts(parsed: ParseResult, engine: str) -> tuple[Finding, ...]:
             n = errors.get(m.labels["gpu"])
             why = f"{n:,.0f} computation errors" if n else "computation errors, not in the output kept"
             word = "FAULTY" if engine == "gpu-burn" else "products differ from the first"
+            if not n and (faults or {}).get(str(m.labels["gpu"])):
+                word, why = "wrong results", str((faults or {})[str(m.labels["gpu"])])
             out.append(Finding(metric="gpu_burn.ok", labels=m.labels, outcome=Outcome.FAIL,
                                measured=m.value, unit=COUNT, reference=1.0, low=1.0,
                                message=f"GPU {m.labels['gpu']}: {word} ({why})", source=SOURCE))

@@ -32,7 +32,7 @@ DEFAULT_CRITICAL_XIDS = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)
 METRICS = ("gpu.persistence_mode", "gpu.ecc_mode", "gpu.ecc_corrected", "gpu.ecc_uncorrected",
            "gpu.retired_pages", "gpu.retired_pending", "gpu.remapped_rows", "gpu.remap_pending",
            "gpu.remap_failure", "gpu.pcie_gen", "gpu.pcie_width", "gpu.nvlink_down", "gpu.xid",
-           "gpu.xid_critical", "gpu.memory")
+           "gpu.xid_critical", "gpu.driver_fault", "gpu.memory")
 
 
 class GpuHealthParams(Params):
@@ -172,6 +172,8 @@ def xid_metrics(parsed_metrics: Sequence[Metric], inventory_gpus: Sequence[Mappi
     out: list[Metric] = []
     crit = {i: 0 for i in range(len(inventory_gpus))}
     for m in parsed_metrics:
+        if m.name != "gpu.xid":
+            continue
         pci, code = str(m.labels.get("pci")), int(m.labels.get("xid", -1))
         gpu = by_pci.get(pci)
         out.append(Metric("gpu.xid", m.value, COUNT, {"xid": code, **({"gpu": gpu} if gpu is not None
@@ -179,6 +181,34 @@ def xid_metrics(parsed_metrics: Sequence[Metric], inventory_gpus: Sequence[Mappi
         if gpu is not None and code in critical:
             crit[gpu] += int(m.value)
     return out, crit
+
+
+def driver_fault_findings(parsed_metrics: Sequence[Metric], inventory_gpus: Sequence[Mapping[str, Any]],
+                          ) -> tuple[list[Metric], list[Finding]]:
+    """gpu.driver_fault per GPU (joined by PCI address to the NVML index; label `pci` for a GPU NVML
+    cannot see), each one a failure of the GPU it names."""
+    by_pci = {xid_parser.normalize_pci(str(g.get("pci_bus_id", ""))): (i, g)
+              for i, g in enumerate(inventory_gpus)}
+    metrics: list[Metric] = []
+    found: list[Finding] = []
+    words = {"fallen_off_bus": "fell off the bus",
+             "init_failed": "failed to initialise (RmInitAdapter failed)",
+             "unavailable": "is currently unavailable", "probe_failed": "failed the driver's probe"}
+    for m in parsed_metrics:
+        if m.name != "gpu.driver_fault":
+            continue
+        pci, fault = str(m.labels.get("pci")), str(m.labels.get("fault"))
+        hit = by_pci.get(pci)
+        lab: dict[str, str | int] = {"fault": fault, **({"gpu": hit[0]} if hit else {"pci": pci})}
+        who = (f"GPU {hit[0]} ({pci}, {hit[1].get('uuid') or 'no UUID'})" if hit
+               else "a GPU the driver could not name" if pci == xid_parser.UNKNOWN_PCI
+               else f"the GPU at PCI {pci} (not visible to NVML)")
+        metrics.append(Metric("gpu.driver_fault", m.value, COUNT, lab))
+        found.append(Finding(metric="gpu.driver_fault", labels=lab, outcome=Outcome.FAIL, measured=m.value,
+                             unit=COUNT, high=0.0, source=SOURCE,
+                             message=f"{who} {words.get(fault, fault)}: {m.value:.0f} kernel-log "
+                                     "message(s) without an XID number"))
+    return metrics, found
 
 
 def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
@@ -195,6 +225,7 @@ def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
         for metric, items in findings(h, params).items():
             found.setdefault(metric, []).extend(items)
     problems: list[str] = []
+    fault_findings: list[Finding] = []
     details: dict[str, Any] = {"gpus": len(health)}
     argv = xid_argv(params)
     if argv:
@@ -212,10 +243,13 @@ def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
                 _Issue(g, float(n), f"GPU {g}: {n} critical XID event(s) in the kernel log "
                          f"(codes {', '.join(map(str, params.xid_critical))})") for g, n in crit.items() if n]
             details["xid_events"] = parsed.details.get("events", [])[:20]
+            fm, fault_findings = driver_fault_findings(parsed.metrics, ctx.inventory.get("gpus", []))
+            metrics += fm
     own = [Finding(metric="gpu.lost", labels={"gpu": h.gpu}, outcome=Outcome.FAIL, measured=1.0, unit=COUNT,
                    high=0.0, message=f"GPU {h.gpu} does not answer NVML: {h.error}", source=SOURCE)
            for h in lost]
     own += _verdicts(found, len(health) - len(lost))
+    own += fault_findings
     inventory_gpus = ctx.inventory.get("gpus", [])
     metrics += gpu_identity.memory_metrics(inventory_gpus)
     own += gpu_identity.findings(inventory_gpus, ctx.hardware.get("gpu") or {},

@@ -4,6 +4,10 @@ Count, model and memory of each GPU, from the inventory (NVML name and total mem
 another model or with less memory than the profile states fails on that GPU; fewer or more GPUs
 than the profile's count fail the node (a lost GPU is hardware), naming the PCI addresses of GPUs
 on the bus that NVML does not list. Nothing is judged where the profile states nothing.
+
+CUDA and NVML number GPUs differently (NVML by PCI bus; CUDA fastest-first unless told, and an
+inherited CUDA_VISIBLE_DEVICES renumbers): `cuda_env` makes CUDA ordinal i the GPU NVML calls i,
+and `cuda_order_problems` proves it from the PCI bus ids an engine reports.
 """
 
 from __future__ import annotations
@@ -16,6 +20,29 @@ from harness.platform import pci
 from harness.units import BYTES, COUNT
 
 SOURCE = "profile hardware.gpu"
+
+
+def cuda_env(gpus: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Environment for a CUDA tool: PCI bus order, and every GPU NVML sees made visible by UUID in
+    NVML's order (overriding an inherited CUDA_VISIBLE_DEVICES); bus order alone when a UUID is missing."""
+    env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    uuids = [str(g.get("uuid") or "") for g in gpus]
+    if uuids and all(u.startswith(("GPU-", "MIG-")) for u in uuids):
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(uuids)
+    return env
+
+
+def cuda_order_problems(reported: Sequence[Any], gpus: Sequence[Mapping[str, Any]]) -> list[str]:
+    """CUDA ordinal i must be the GPU NVML calls i: compare the PCI bus ids an engine reports."""
+    out = []
+    for i, bus in enumerate(reported):
+        if not bus or i >= len(gpus) or not gpus[i].get("pci_bus_id"):
+            continue
+        want = pci.normalize(str(gpus[i]["pci_bus_id"]))
+        if pci.normalize(str(bus)) != want:
+            out.append(f"CUDA device {i} is the GPU at {bus}, but NVML's GPU {i} is at "
+                       f"{gpus[i]['pci_bus_id']}: GPU numbering differs, results would land on the wrong GPU")
+    return out
 
 
 def _gb(n: float) -> str:
@@ -62,7 +89,8 @@ def findings(gpus: Sequence[Mapping[str, Any]], expected: Mapping[str, Any],
     if models:
         wanted = {m.lower() for m in models}
         names = [str(g.get("name") or "") for g in gpus]
-        odd = [(i, name) for i, name in enumerate(names) if name.lower() not in wanted]
+        odd = [(i, name) for i, name in enumerate(names)  # a GPU NVML cannot open: gpu_health names it
+               if name.lower() not in wanted and not gpus[i].get("error")]
         for i, name in odd:
             out.append(Finding(metric="gpu.model", labels={"gpu": i}, outcome=Outcome.FAIL, unit=COUNT,
                                message=f"GPU {i} is {name or 'unnamed'}; the profile expects "

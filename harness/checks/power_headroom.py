@@ -376,13 +376,24 @@ def _judge(params: PowerHeadroomParams, ctx: CheckContext, group: LoadGroup, sam
     details: dict[str, Any] = {
         "power": {"file": str(saved.relative_to(ctx.run_dir)) if saved else None, "samples": len(samples),
                   "period_s": params.period, "source": series.source, "estimated": series.estimated,
-                  "allowance_w": series.allowance_w,
+                  "allowance_w": series.allowance_w, "gpu_power": gpu_power_source(samples),
                   "capacity": policy.describe() if policy else "no hardware.psu in the profile"},
         "psus": power.psu_table(ticks),
     }
     if notes:
         details["notes"] = notes
     return CheckOutput(tuple(metrics), tuple(problems), details, _summary(metrics, series), findings=own)
+
+
+def gpu_power_source(samples: Sequence[power_series.Sample]) -> str:
+    """Which NVML power reading the GPU peaks come from (instantaneous where the driver offers it)."""
+    kinds = {g.power_instant for s in samples for g in s.gpus if g.power_instant is not None}
+    if kinds == {True}:
+        return "instantaneous (NVML_FI_DEV_POWER_INSTANT)"
+    if kinds == {False}:
+        return ("1-s average (nvmlDeviceGetPowerUsage; no instantaneous field on this driver): "
+                "peaks understated")
+    return "mixed: instantaneous where offered, else the 1-s average" if kinds else "none"
 
 
 def _summary(metrics: Sequence[Metric], series: power_series.PowerSeries) -> str:

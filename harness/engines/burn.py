@@ -1,40 +1,63 @@
-"""The builtin burn: repeated matrix multiplies on every device at once, each result checked.
+"""The builtin burn: repeated matrix multiplies on every device, one process per device, checked.
 
 Run as `python -m harness.engines.burn --seconds 60 --dtype bf16` (the gpu_burn check's
-`builtin` engine does; parsers/burnlog reads its output). Backends: PyTorch or CuPy on GPUs
-(`auto` picks the first importable; neither is a hard dependency), NumPy on the CPU (only when
-asked for, so tests exercise the same logic without a GPU). Silent-data-corruption check: the
-first product of each device is kept and every later product is compared with it element by
-element; an iteration that differs counts as one error. Output: one JSON object per line
-(start, one result per device, done; error lines when a device fails).
+`builtin` engine does; parsers/burnlog reads its output). Backends (harness.engines.burn_ops):
+PyTorch or CuPy on GPUs (`auto` picks the first importable; neither is a hard dependency), NumPy
+on the host (only when asked for, so tests exercise the same logic without a GPU).
+
+The parent starts one child process per device (`--device N`) and forwards each child's result
+as it comes: a device that hangs is killed after the deadline plus a grace period and reported,
+and the other devices' results are kept. In a child, only the products are timed: `batch`
+products are queued back to back between two synchronisations, and the last one of each batch
+is compared with the first product outside the timed window (`verified` says how many were).
+TFLOPS counts the timed products only; `tflops_wall` is the rate over the whole loop, checks
+included. Every device uses the same inputs, so the first product's digest must agree across
+GPUs of one model, and its corner is checked against float64 on the host. A memory pass fills
+`--mem-fraction` of the free memory before the burn and verifies it after.
+Output: one JSON object per line (start, one result or error per device, done).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from harness.engines.burn_ops import TOLERANCE, CupyBackend, NumpyBackend, Ops, TorchBackend
 from harness.engines.io import choose_backend, emit
 
 DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp64")
-_Ops = tuple[Callable[[], Any], Callable[[Any, Any], bool]]  # multiply(), differs(product, first)
 DEFAULT_SIZE = {"gpu": 8192, "cpu": 256}
+DEFAULT_BATCH = {"gpu": 10, "cpu": 1}
+GRACE_S = 30.0  # after the deadline, how long a child may take to report before it is killed
 
 
 @dataclass(frozen=True)
 class DeviceResult:
-    """What one device did: its multiplies, how many disagreed with the first, and the rate."""
+    """What one device did: products timed, products verified and how many differed, the rates."""
 
     gpu: int
-    iterations: int
-    errors: int
-    seconds: float
-    tflops: float
+    iterations: int  # products timed
+    verified: int  # products compared with the first (outside the timed windows)
+    errors: int  # of those, how many differed
+    seconds: float  # time inside the timed windows
+    wall_seconds: float
+    tflops: float  # timed products only
+    tflops_wall: float  # the whole loop, verification included
+    digest: str = ""  # of the first product: equal on every GPU of one model
+    tile_error: float = 0.0  # max relative error of the first product's corner against float64
+    tile_ok: bool = True
+    mem_bytes: int = 0
+    mem_errors: int = 0
+    name: str = ""
+    pci_bus_id: str | None = None
 
 
 def tflops(size: int, iterations: int, seconds: float) -> float:
@@ -42,96 +65,104 @@ def tflops(size: int, iterations: int, seconds: float) -> float:
     return 2.0 * size**3 * iterations / seconds / 1e12 if seconds > 0 else 0.0
 
 
-def burn_loop(gpu: int, size: int, multiply: Callable[[], Any], differs: Callable[[Any, Any], bool],
-              deadline: float, clock: Callable[[], float] = time.monotonic) -> DeviceResult:
-    """Multiply until `deadline`; compare every product with the first. The engine's core, pure of I/O."""
+def burn_loop(gpu: int, size: int, ops: Ops, deadline: float, batch: int = 1, dtype: str = "fp64",
+              clock: Callable[[], float] = time.monotonic) -> DeviceResult:
+    """Multiply until `deadline`: time batches of products only, verify one per batch outside the
+    timed window. The engine's core, pure of I/O."""
     start = clock()
-    first = multiply()
-    iterations, errors = 1, 0
+    first = ops.multiply()
+    ops.sync()
+    digest, tile = ops.digest(first), ops.tile_error(first)
+    iterations = verified = errors = 0
+    timed = 0.0
     while clock() < deadline:
-        if differs(multiply(), first):
-            errors += 1
-        iterations += 1
-    seconds = clock() - start
-    return DeviceResult(gpu, iterations, errors, seconds, tflops(size, iterations, seconds))
+        t0 = clock()
+        for _ in range(batch):
+            c = ops.multiply()
+        ops.sync()
+        timed += clock() - t0
+        iterations += batch
+        errors += 1 if ops.differs(c, first) else 0
+        verified += 1
+    wall = clock() - start
+    return DeviceResult(gpu, iterations, verified, errors, timed, wall, tflops(size, iterations, timed),
+                        tflops(size, iterations, wall), digest, tile, tile <= TOLERANCE.get(dtype, 1e-2),
+                        name=ops.name, pci_bus_id=ops.pci_bus_id)
 
 
-class _Backend:
-    """Allocation, multiply and comparison on one kind of device."""
-
-    name = "numpy"
-
-    def devices(self) -> list[int]:
-        return [0]
-
-    def setup(self, device: int, size: int, dtype: str) -> _Ops:
-        import numpy as np  # start-up: optional backend, imported only when chosen
-
-        if dtype not in ("fp32", "fp64"):
-            raise ValueError(f"dtype {dtype} needs a GPU backend (numpy does fp32 and fp64)")
-        rng = np.random.default_rng(1000 + device)
-        t = np.float32 if dtype == "fp32" else np.float64
-        a, b = rng.random((size, size)).astype(t), rng.random((size, size)).astype(t)
-        return (lambda: a @ b), (lambda c, first: bool((c != first).any()))
+def backend(name: str, host_devices: int = 1) -> NumpyBackend:
+    """The backend by name; `auto` is PyTorch, else CuPy (never the host). Raises ImportError."""
+    return choose_backend(name, (TorchBackend, CupyBackend), lambda: NumpyBackend(host_devices))
 
 
-class _Torch(_Backend):
-    name = "torch"
-
-    def __init__(self) -> None:
-        import torch  # start-up: optional backend, imported only when chosen
-
-        self.torch = torch
-
-    def devices(self) -> list[int]:
-        return list(range(self.torch.cuda.device_count()))
-
-    def setup(self, device: int, size: int, dtype: str) -> _Ops:
-        torch = self.torch
-        torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
-        t = {"bf16": torch.bfloat16, "fp16": torch.float16, "tf32": torch.float32, "fp32": torch.float32,
-             "fp64": torch.float64}[dtype]
-        dev = torch.device("cuda", device)
-        gen = torch.Generator(device=dev).manual_seed(1000 + device)
-        a = torch.rand((size, size), device=dev, dtype=t, generator=gen)
-        b = torch.rand((size, size), device=dev, dtype=t, generator=gen)
-        return (lambda: a @ b), (lambda c, first: bool(torch.ne(c, first).any().item()))
+def run_device(be: NumpyBackend, device: int, size: int, dtype: str, seconds: float, batch: int,
+               mem_fraction: float) -> DeviceResult:
+    """One device's whole burn: memory pattern in, products timed and verified, pattern checked."""
+    ops = be.setup(device, size, dtype)
+    mem = be.memory(device, mem_fraction) if mem_fraction > 0 else None
+    deadline = time.monotonic() + seconds
+    r = burn_loop(device, size, ops, deadline, batch, dtype)
+    if mem is None:
+        return r
+    nbytes = mem.nbytes
+    return DeviceResult(**{**asdict(r), "mem_bytes": nbytes, "mem_errors": mem.verify()})
 
 
-class _Cupy(_Backend):
-    name = "cupy"
+def run_children(argvs: Mapping[int, Sequence[str]], wait_s: float,
+                 out: Callable[[dict[str, Any]], None] = emit) -> None:
+    """Start one child per device, forward each child's result/error lines as they come; a child
+    without a result after `wait_s` is killed and reported, the others' results are kept."""
+    lock = threading.Lock()
+    reported: set[int] = set()
+    # stderr to files: a full pipe would block a chatty child; each is closed once its child ended
+    errs = {d: tempfile.TemporaryFile(mode="w+") for d in argvs}  # noqa: SIM115
+    procs = {d: subprocess.Popen(list(a), stdout=subprocess.PIPE, stderr=errs[d], text=True)
+             for d, a in argvs.items()}
 
-    def __init__(self) -> None:
-        import cupy  # start-up: optional backend, imported only when chosen
+    def pump(d: int, p: subprocess.Popen[str]) -> None:
+        assert p.stdout is not None
+        for line in p.stdout:
+            obj = _event(line)
+            if obj is not None and obj.get("event") in ("result", "error"):
+                with lock:
+                    obj["gpu"] = d
+                    reported.add(d)
+                    out(obj)
 
-        self.cp = cupy
+    readers = [threading.Thread(target=pump, args=(d, p), daemon=True) for d, p in procs.items()]
+    for t in readers:
+        t.start()
+    end = time.monotonic() + wait_s
+    for d, p in procs.items():
+        try:
+            p.wait(timeout=max(0.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            with lock:
+                if d not in reported:
+                    reported.add(d)
+                    out({"event": "error", "gpu": d,
+                         "message": f"hung: no result {wait_s:g} s after the start; its process was "
+                                    "killed (the other GPUs' results are kept)"})
+    for t in readers:
+        t.join(timeout=5)
+    for d, p in procs.items():
+        with lock:
+            errs[d].seek(0)
+            err = errs[d].read().strip().splitlines()
+            errs[d].close()
+            if d not in reported:
+                out({"event": "error", "gpu": d, "message": f"exit {p.returncode} without a result"
+                     + (f": {err[-1][:300]}" if err else "")})
 
-    def devices(self) -> list[int]:
-        return list(range(self.cp.cuda.runtime.getDeviceCount()))
 
-    def setup(self, device: int, size: int, dtype: str) -> _Ops:
-        cp = self.cp
-        if dtype in ("bf16", "tf32"):
-            raise ValueError(f"dtype {dtype} needs the torch backend")
-        t = {"fp16": cp.float16, "fp32": cp.float32, "fp64": cp.float64}[dtype]
-        with cp.cuda.Device(device):
-            rng = cp.random.default_rng(1000 + device)
-            a, b = rng.random((size, size)).astype(t), rng.random((size, size)).astype(t)
-
-        def multiply() -> Any:
-            with cp.cuda.Device(device):
-                return a @ b
-
-        def differs(c: Any, first: Any) -> bool:
-            with cp.cuda.Device(device):
-                return bool((c != first).any())
-
-        return multiply, differs
-
-
-def backend(name: str) -> _Backend:
-    """The backend by name; `auto` is PyTorch, else CuPy (never the CPU). Raises ImportError."""
-    return choose_backend(name, (_Torch, _Cupy), _Backend)
+def _event(line: str) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    return obj if isinstance(obj, dict) else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,43 +171,47 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", choices=DTYPES, default="bf16")
     ap.add_argument("--backend", choices=("auto", "torch", "cupy", "numpy"), default="auto")
     ap.add_argument("--size", type=int, default=None, help="matrix side (default 8192 on GPUs, 256 on CPU)")
+    ap.add_argument("--batch", type=int, default=None,
+                    help="products timed per verification (default 10; 1 on the CPU)")
+    ap.add_argument("--mem-fraction", type=float, default=0.8,
+                    help="share of free device memory the memory pass fills (0: none)")
+    ap.add_argument("--host-devices", type=int, default=1, help="numpy backend: stand-ins for GPUs")
+    ap.add_argument("--device", type=int, default=None, help="child mode: burn this device only")
+    ap.add_argument("--grace", type=float, default=GRACE_S, help="seconds a child may overrun the burn")
     args = ap.parse_args(argv)
     try:
-        be = backend(args.backend)
-        devices = be.devices()
+        be = backend(args.backend, args.host_devices)
+        devices = be.devices() if args.device is None else [args.device]
     except Exception as e:  # import or driver failure: say so on the protocol, exit non-zero
         emit({"event": "error", "gpu": None, "message": f"{type(e).__name__}: {e}"})
         return 2
-    size = args.size or DEFAULT_SIZE["cpu" if be.name == "numpy" else "gpu"]
-    emit({"event": "start", "backend": be.name, "dtype": args.dtype, "size": size, "devices": devices})
+    kind = "cpu" if be.name == "numpy" else "gpu"
+    size, batch = args.size or DEFAULT_SIZE[kind], max(1, args.batch or DEFAULT_BATCH[kind])
+    if args.device is not None:  # child: one device, one result line
+        try:
+            r = run_device(be, args.device, size, args.dtype, args.seconds, batch, args.mem_fraction)
+        except Exception as e:  # the device failed: say so, the parent keeps the others
+            emit({"event": "error", "gpu": args.device, "message": f"{type(e).__name__}: {e}"})
+            return 1
+        emit({"event": "result", **asdict(r)})
+        return 0
+    emit({"event": "start", "backend": be.name, "dtype": args.dtype, "size": size, "batch": batch,
+          "devices": devices, "seconds": args.seconds})
     if not devices:
         emit({"event": "error", "gpu": None, "message": f"{be.name} sees no device"})
         return 2
-    deadline = time.monotonic() + args.seconds
-    results: dict[int, DeviceResult | str] = {}
+    child = [sys.executable, "-m", "harness.engines.burn", "--seconds", str(args.seconds),
+             "--dtype", args.dtype, "--backend", be.name, "--size", str(size), "--batch", str(batch),
+             "--mem-fraction", str(args.mem_fraction), "--host-devices", str(args.host_devices)]
+    failed: list[bool] = []
 
-    def work(device: int) -> None:
-        try:
-            multiply, differs = be.setup(device, size, args.dtype)
-            results[device] = burn_loop(device, size, multiply, differs, deadline)
-        except Exception as e:  # one device failing must not hide the others
-            results[device] = f"{type(e).__name__}: {e}"
+    def out(obj: dict[str, Any]) -> None:
+        failed.append(obj.get("event") == "error")
+        emit(obj)
 
-    threads = [threading.Thread(target=work, args=(d,), daemon=True) for d in devices]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    failed = False
-    for d in devices:
-        r = results.get(d, "no result")
-        if isinstance(r, DeviceResult):
-            emit({"event": "result", **asdict(r)})
-        else:
-            failed = True
-            emit({"event": "error", "gpu": d, "message": r})
+    run_children({d: [*child, "--device", str(d)] for d in devices}, args.seconds + args.grace, out)
     emit({"event": "done"})
-    return 1 if failed else 0
+    return 1 if any(failed) else 0
 
 
 if __name__ == "__main__":

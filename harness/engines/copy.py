@@ -1,6 +1,6 @@
 """The builtin copy test: pinned host <-> GPU and GPU <-> GPU copy bandwidth, for nodes without nvbandwidth.
 
-Run as `python -m harness.engines.copy --size 536870912 --iterations 16` (the gpu_bandwidth
+Run as `python -m harness.engines.copy --size 536870912 --iterations 16 --trials 3` (the gpu_bandwidth
 check's `builtin` engine does; parsers/copylog reads its output). Backends: PyTorch or CuPy on
 GPUs (`auto` picks the first importable; neither is a hard dependency), NumPy on host memory
 (only when asked for, so tests run the same sizes, timing and arithmetic without a GPU).
@@ -8,7 +8,10 @@ GPUs (`auto` picks the first importable; neither is a hard dependency), NumPy on
 Each copy is an asynchronous memcpy on a copy engine: from page-locked host memory to a GPU
 and back, and between GPUs issued on the source GPU's stream; one GPU or one pair at a time.
 After a warm-up copy, `iterations` back-to-back copies are timed between two synchronisations:
-GB/s = bytes * iterations / seconds / 1e9. The tests carry the names of their nvbandwidth
+GB/s = bytes * iterations / seconds / 1e9; that is one trial, and the median of `trials` trials
+is reported (as nvbandwidth's -i). As nvbandwidth does, each test runs on the CPUs local to the
+GPU doing the copy (sysfs local_cpulist of its PCI device), so host buffers are allocated and
+driven from that GPU's socket; the result names the CPUs used. The tests carry the names of their nvbandwidth
 equivalents (host_to_device_memcpy_ce, device_to_host_memcpy_ce, device_to_device_memcpy_write_ce)
 so a profile's references apply. Output: one JSON object per line (start, one result per GPU
 or pair and test, error lines when a copy fails, done).
@@ -17,9 +20,12 @@ or pair and test, error lines when a copy fails, done).
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
@@ -29,6 +35,8 @@ TESTS = {"h2d": "host_to_device_memcpy_ce", "d2h": "device_to_host_memcpy_ce",
          "p2p": "device_to_device_memcpy_write_ce"}
 DEFAULT_SIZE = {"gpu": 512 * 2**20, "cpu": 8 * 2**20}  # nvbandwidth's default buffer: 512 MiB
 DEFAULT_ITERATIONS = 16
+DEFAULT_TRIALS = 3  # nvbandwidth's default -i
+SYSFS = "/sys"
 _Copy = tuple[Callable[[], Any], Callable[[], Any]]  # copy(), sync()
 
 
@@ -41,8 +49,11 @@ class CopyResult:
     dst: str
     bytes: int
     iterations: int
-    seconds: float
-    gbps: float
+    seconds: float  # of the median trial
+    gbps: float  # median of the trials
+    trials: int = 1
+    trial_gbps: tuple[float, ...] = ()
+    cpus: str | None = None  # the CPU list the copy ran on (the GPU's local CPUs), None: not pinned
 
 
 def gbps(nbytes: int, iterations: int, seconds: float) -> float:
@@ -71,17 +82,80 @@ def plan(devices: list[int], p2p: bool) -> list[tuple[str, str, str]]:
     return out
 
 
-def measure(backend: _Backend, test: str, src: str, dst: str, nbytes: int, iterations: int) -> CopyResult:
-    """Set up the buffers of one test on `backend` and time it. The engine's core."""
-    if test == TESTS["h2d"]:
-        copy, sync = backend.h2d(int(dst[3:]), nbytes)
-    elif test == TESTS["d2h"]:
-        copy, sync = backend.d2h(int(src[3:]), nbytes)
-    else:
-        copy, sync = backend.p2p(int(src[3:]), int(dst[3:]), nbytes)
-    seconds = time_copies(copy, sync, iterations)
-    backend.release()
-    return CopyResult(test, src, dst, nbytes, iterations, seconds, gbps(nbytes, iterations, seconds))
+def parse_cpulist(text: str) -> set[int]:
+    """sysfs's '0-15,32-47' as a set of CPU numbers (empty for text that is not a list)."""
+    out: set[int] = set()
+    for part in text.strip().split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit() and (not hi or hi.isdigit()):
+            out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def local_cpus(pci_bus_id: str | None, sysfs: str = SYSFS) -> set[int] | None:
+    """The CPUs local to a PCI device that this process may use; None when unknown."""
+    if not pci_bus_id:
+        return None
+    parts = pci_bus_id.strip().lower().split(":")
+    if len(parts) != 3:
+        return None
+    dev = f"{parts[0][-4:].rjust(4, '0')}:{parts[1]}:{parts[2] if '.' in parts[2] else parts[2] + '.0'}"
+    try:
+        with open(os.path.join(sysfs, "bus/pci/devices", dev, "local_cpulist"), encoding="ascii") as f:
+            cpus = parse_cpulist(f.read())
+    except OSError:
+        return None
+    usable = cpus & os.sched_getaffinity(0)
+    return usable or None
+
+
+@contextmanager
+def pinned(cpus: set[int] | None) -> Iterator[None]:
+    """Run the block on `cpus` (nothing changes for None), then restore the previous affinity."""
+    if not cpus:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def cpulist(cpus: set[int] | None) -> str | None:
+    """{0, 1, 2, 5} as '0-2,5'."""
+    if not cpus:
+        return None
+    runs: list[list[int]] = []
+    for c in sorted(cpus):
+        if runs and c == runs[-1][1] + 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(f"{a}-{b}" if a != b else str(a) for a, b in runs)
+
+
+def measure(backend: _Backend, test: str, src: str, dst: str, nbytes: int, iterations: int,
+            trials: int = 1, sysfs: str = SYSFS) -> CopyResult:
+    """Set up the buffers of one test on `backend`, on the CPUs local to the GPU doing the copy
+    (the destination of a host-to-GPU copy, else the source), and time `trials` trials. The core."""
+    gpu = int((dst if test == TESTS["h2d"] else src)[3:])
+    cpus = local_cpus(backend.pci_bus_id(gpu), sysfs)
+    with pinned(cpus):
+        if test == TESTS["h2d"]:
+            copy, sync = backend.h2d(gpu, nbytes)
+        elif test == TESTS["d2h"]:
+            copy, sync = backend.d2h(gpu, nbytes)
+        else:
+            copy, sync = backend.p2p(gpu, int(dst[3:]), nbytes)
+        times = [time_copies(copy, sync, iterations) for _ in range(max(1, trials))]
+        backend.release()
+    rates = [gbps(nbytes, iterations, s) for s in times]
+    med = statistics.median(rates)
+    seconds = statistics.median(times)
+    return CopyResult(test, src, dst, nbytes, iterations, seconds, med, len(rates), tuple(rates),
+                      cpulist(cpus))
 
 
 class _Backend:
@@ -97,6 +171,10 @@ class _Backend:
 
     def devices(self) -> list[int]:
         return list(range(self.count))
+
+    def pci_bus_id(self, device: int) -> str | None:
+        """The GPU's PCI address ('0000:18:00.0'); None for a host stand-in."""
+        return None
 
     def _pair(self, nbytes: int) -> tuple[Any, Any]:
         a = self.np.full(nbytes, 7, dtype=self.np.uint8)
@@ -128,6 +206,13 @@ class _Torch(_Backend):
 
     def devices(self) -> list[int]:
         return list(range(self.torch.cuda.device_count()))
+
+    def pci_bus_id(self, device: int) -> str | None:
+        p = self.torch.cuda.get_device_properties(device)
+        bus = getattr(p, "pci_bus_id", None)
+        if bus is None:
+            return None
+        return f"{getattr(p, 'pci_domain_id', 0):04x}:{bus:02x}:{getattr(p, 'pci_device_id', 0):02x}.0"
 
     def _host(self, nbytes: int) -> Any:
         return self.torch.full((nbytes,), 7, dtype=self.torch.uint8, pin_memory=True)
@@ -169,6 +254,9 @@ class _Cupy(_Backend):
     def devices(self) -> list[int]:
         return list(range(self.cp.cuda.runtime.getDeviceCount()))
 
+    def pci_bus_id(self, device: int) -> str | None:
+        return str(self.cp.cuda.Device(device).pci_bus_id)
+
     def _on(self, device: int, nbytes: int) -> tuple[Any, Any]:
         with self.cp.cuda.Device(device):
             return self.cp.full(nbytes, 7, dtype=self.cp.uint8), self.cp.cuda.Stream(non_blocking=True)
@@ -206,7 +294,9 @@ def backend(name: str, host_devices: int = 2) -> _Backend:
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m harness.engines.copy", description=__doc__)
     ap.add_argument("--size", type=int, default=None, help="bytes per copy (default 512 MiB on GPUs)")
-    ap.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS)
+    ap.add_argument("--iterations", type=int, default=DEFAULT_ITERATIONS, help="copies timed per trial")
+    ap.add_argument("--trials", type=int, default=DEFAULT_TRIALS,
+                    help="trials per test; the median is reported")
     ap.add_argument("--backend", choices=("auto", "torch", "cupy", "numpy"), default="auto")
     ap.add_argument("--no-p2p", action="store_true", help="host copies only")
     ap.add_argument("--host-devices", type=int, default=2,
@@ -221,14 +311,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     size = args.size or DEFAULT_SIZE["cpu" if be.name == "numpy" else "gpu"]
     tests = plan(devices, not args.no_p2p)
     emit({"event": "start", "backend": be.name, "size": size, "iterations": args.iterations,
-           "devices": devices, "plan": [list(t) for t in tests]})
+           "trials": args.trials, "devices": devices, "pci_bus_ids": [be.pci_bus_id(d) for d in devices],
+           "plan": [list(t) for t in tests]})
     if not devices:
         emit({"event": "error", "message": f"{be.name} sees no device"})
         return 2
     failed = False
     for test, src, dst in tests:
         try:
-            emit({"event": "result", **asdict(measure(be, test, src, dst, size, args.iterations))})
+            r = measure(be, test, src, dst, size, args.iterations, args.trials)
+            emit({"event": "result", **asdict(r)})
         except Exception as e:  # one copy failing must not hide the others
             failed = True
             emit({"event": "error", "test": test, "src": src, "dst": dst,

@@ -1,14 +1,18 @@
 """Parse the builtin burn's JSON-lines output (harness/engines/burn.py). Pure.
 
 Valid when the start and done lines are there, every device listed at the start has a result,
-and no device reported an error. A device that completed no comparison (fewer than two
-multiplies) did no checked work and is not OK. Metrics per device: gpu_burn.{ok,tflops,errors,
-iterations}, labels `gpu` and `dtype`.
+and no device reported an error. A device that verified no product did no checked work and is
+not OK. A device fails (ok 0) when a verified product differed from its first, when its memory
+pattern came back changed, when its first product's corner is off the float64 reference, or when
+its first product differs from the one most GPUs of the same model computed from the same inputs
+(details.faults says which). Metrics per device: gpu_burn.{ok,tflops,errors,iterations,
+mem_errors}, labels `gpu` and `dtype`; tflops counts the timed products only.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 from harness.model import Metric
@@ -32,6 +36,27 @@ def _events(text: str) -> list[dict[str, Any]]:
     return out
 
 
+def cross_check(results: dict[int, dict[str, Any]]) -> dict[int, str]:
+    """GPU -> why its first product disagrees with the other GPUs of its model (same inputs)."""
+    out: dict[int, str] = {}
+    models: dict[str, list[int]] = {}
+    for d, r in results.items():
+        if r.get("digest"):
+            models.setdefault(str(r.get("name", "")), []).append(d)
+    for name, gpus in models.items():
+        if len(gpus) < 2:
+            continue
+        votes = Counter(str(results[d]["digest"]) for d in gpus)
+        (top, n), *rest = votes.most_common()
+        tie = bool(rest) and rest[0][1] == n
+        for d in gpus:
+            if tie or str(results[d]["digest"]) != top:
+                whom = "the others'" if tie else f"that of {n} of the {len(gpus)}"
+                out[d] = (f"its product of the common inputs differs from {whom} {name or 'GPUs'}"
+                          + ("" if tie else " (cuBLAS is bitwise reproducible on one model)"))
+    return out
+
+
 def parse(text: str) -> ParseResult:
     """gpu_burn.* metrics labelled {gpu, dtype} from `python -m harness.engines.burn` output."""
     events = _events(text)
@@ -45,6 +70,7 @@ def parse(text: str) -> ParseResult:
     results = {e["gpu"]: e for e in events if e["event"] == "result" and isinstance(e.get("gpu"), int)}
     if not any(e["event"] == "done" for e in events):
         problems.append("no done line: the burn did not finish")
+    faults = cross_check({d: r for d, r in results.items() if d in devices})
     metrics: list[Metric] = []
     for d in devices:
         r = results.get(d)
@@ -54,11 +80,25 @@ def parse(text: str) -> ParseResult:
             continue
         lab: dict[str, str | int] = {"gpu": d, "dtype": dtype}
         iterations, errors = int(r.get("iterations", 0)), int(r.get("errors", 0))
-        if iterations < 2:
-            problems.append(f"GPU {d}: {iterations} multiply(ies): nothing was compared")
-        metrics += [Metric("gpu_burn.ok", 1.0 if iterations >= 2 and errors == 0 else 0.0, COUNT, lab),
+        verified = int(r.get("verified", max(0, iterations - 1)))
+        mem_errors = int(r.get("mem_errors", 0))
+        if verified < 1:
+            problems.append(f"GPU {d}: {iterations} multiply(ies), none verified: nothing was compared")
+        if mem_errors:
+            faults[d] = f"{mem_errors:,} words of its memory pattern came back changed"
+        if r.get("tile_ok") is False:
+            faults[d] = (f"its product is off the float64 reference (relative error "
+                         f"{float(r.get('tile_error', 0)):.3g})")
+        ok = verified >= 1 and errors == 0 and d not in faults
+        metrics += [Metric("gpu_burn.ok", 1.0 if ok else 0.0, COUNT, lab),
                     Metric("gpu_burn.iterations", float(iterations), COUNT, lab),
                     Metric("gpu_burn.errors", float(errors), COUNT, lab),
+                    Metric("gpu_burn.mem_errors", float(mem_errors), COUNT, lab),
                     Metric("gpu_burn.tflops", float(r.get("tflops", 0.0)), TFLOPS, lab)]
-    details = {"backend": start.get("backend"), "dtype": dtype, "size": start.get("size"), "devices": devices}
+    details = {"backend": start.get("backend"), "dtype": dtype, "size": start.get("size"), "devices": devices,
+               "pci_bus_ids": [results.get(d, {}).get("pci_bus_id") for d in devices],
+               "faults": {str(d): why for d, why in sorted(faults.items())},
+               "tflops_wall": {str(d): r.get("tflops_wall") for d, r in sorted(results.items())},
+               "verified": {str(d): r.get("verified") for d, r in sorted(results.items())},
+               "mem_bytes": {str(d): r.get("mem_bytes") for d, r in sorted(results.items())}}
     return ParseResult(KIND, not problems, tuple(problems), tuple(metrics), details)

@@ -50,5 +50,6 @@ def parse(text: str) -> ParseResult:
             problems.append(f"{key[0]}: unknown endpoints {key[1]}->{key[2]}")
     if not any(e["event"] == "done" for e in events):
         problems.append("no done line: the copy test did not finish")
-    details = {k: start.get(k) for k in ("backend", "size", "iterations", "devices")}
+    details = {k: start.get(k) for k in ("backend", "size", "iterations", "trials", "devices", "pci_bus_ids")}
+    details["cpus"] = {f"{k[1]}->{k[2]}": r.get("cpus") for k, r in results.items() if r.get("cpus")}
     return ParseResult(KIND, not problems, tuple(problems), tuple(metrics), details)

@@ -5,6 +5,12 @@ prefix (a boot-time or ctime stamp, a journal "host kernel:" prefix) is allowed.
 `SXid` lines are not GPU XIDs and are not counted. `NVRM: GPU at PCI:...: GPU-<uuid>` lines
 name the GPU behind a PCI address; they are kept in details so a check can map events to
 GPUs. Every text is valid: a log without XID lines means no XID was logged.
+
+The gravest driver messages carry no XID number; each is counted as `gpu.driver_fault{pci, fault}`:
+`fallen_off_bus` ("The NVIDIA GPU <pci> ... has fallen off the bus", which the driver wraps over
+several lines, each with its own "NVRM:"), `init_failed` ("GPU <pci>: RmInitAdapter failed!"),
+`unavailable` ("GPU <pci>: ... currently unavailable") and `probe_failed` ("The NVIDIA probe
+routine failed for N device(s)", which names no GPU: pci "unknown", counted N times).
 """
 
 from __future__ import annotations
@@ -22,6 +28,17 @@ _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-
 _GPU_AT = re.compile(r"NVRM: GPU at PCI:([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}):"
                      r"\s*(GPU-[0-9a-fA-F-]+)")
 _STAMP = re.compile(r"^\s*\[([^\]]+)\]")
+_BUS = r"((?:[0-9A-Fa-f]{4,8}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?"
+_NVRM = re.compile(r"NVRM:\s?(.*)$")
+FAULTS = (  # (fault, pattern matched at the start of one NVRM message, joined over up to 3 lines)
+    ("fallen_off_bus", re.compile(r"The NVIDIA GPU (?:at PCI:)?" + _BUS
+                                  + r"\b.{0,80}?installed in this system has\s+fallen off the bus")),
+    ("fallen_off_bus", re.compile(r"GPU (?:at PCI:)?" + _BUS + r": GPU has fallen off the bus")),
+    ("init_failed", re.compile(r"GPU (?:at PCI:)?" + _BUS + r": RmInitAdapter failed")),
+    ("unavailable", re.compile(r"GPU (?:at PCI:)?" + _BUS + r":.{0,80}?currently unavailable")),
+    ("probe_failed", re.compile(r"The NVIDIA probe routine failed for (\d+) device")),
+)
+UNKNOWN_PCI = "unknown"
 MAX_EVENTS = 200
 
 
@@ -52,7 +69,30 @@ def parse(text: str) -> ParseResult:
             stamp = _STAMP.match(line)
             events.append({"pci": pci, "xid": code, "when": stamp.group(1) if stamp else None,
                            "message": m.group(3).strip()[:300]})
+    faults = driver_faults(text)
     metrics = tuple(Metric("gpu.xid", float(n), COUNT, {"pci": pci, "xid": code})
                     for (pci, code), n in sorted(counts.items()))
+    metrics += tuple(Metric("gpu.driver_fault", float(n), COUNT, {"pci": pci, "fault": fault})
+                     for (pci, fault), n in sorted(faults.items()))
     return ParseResult(KIND, True, (), metrics,
-                       {"events": events, "total": sum(counts.values()), "uuids": uuids})
+                       {"events": events, "total": sum(counts.values()), "uuids": uuids,
+                        "driver_faults": [{"pci": p, "fault": f, "count": n}
+                                          for (p, f), n in sorted(faults.items())]})
+
+
+def driver_faults(text: str) -> Counter[tuple[str, str]]:
+    """(pci, fault) -> count of the un-numbered driver messages (see the module docstring)."""
+    frags = [m.group(1).strip() for m in map(_NVRM.search, text.splitlines()) if m]
+    out: Counter[tuple[str, str]] = Counter()
+    for i in range(len(frags)):
+        joined = " ".join(frags[i:i + 3])
+        for fault, pattern in FAULTS:
+            m = pattern.match(joined)
+            if m is None:
+                continue
+            if fault == "probe_failed":
+                out[(UNKNOWN_PCI, fault)] += min(int(m.group(1)), 64)
+            else:
+                out[(normalize_pci(m.group(1)), fault)] += 1
+            break
+    return out

@@ -202,6 +202,8 @@ def reap_stale(run_dir: Path, log: logging.Logger | None = None, *, busy_ok: boo
     without a run token (nothing would prove a process is the tool's).
     """
     path = run_dir / RUNNING
+    if not os.path.lexists(run_dir):  # deleted since: no ledger, so nothing we could prove is its own
+        return [f"the crashed run's directory {run_dir} no longer exists: nothing to clean up"]
     check_trusted(run_dir)
     try:
         with open(path, encoding="utf-8", opener=_nofollow) as f:

@@ -4,6 +4,13 @@ Without a driver, `gpu_inventory()` says NVML is not loadable and why; it never 
 `NvmlSession` keeps NVML open for repeated reads: `sample()` (telemetry, one frozen
 GpuSample per GPU), `health()` (modes, ECC, retired pages, row remapping, PCIe, NVLink) and
 `limits()` (power limits, temperature thresholds).
+
+A GPU NVML counts but cannot open (GPU_IS_LOST after an Xid 79, NO_PERMISSION, ...) is itself the
+finding: it stays in the inventory with `error` set, and its samples and health carry the error,
+while every other GPU is read as usual. RESET_REQUIRED and UNKNOWN are faults of the GPU, like
+GPU_IS_LOST, never "not supported". Power is NVML's instantaneous field where the driver offers it
+(NVML_FI_DEV_POWER_INSTANT; nvmlDeviceGetPowerUsage averages over 1 s on Ampere and newer), and
+each sample says which it was.
 """
 
 from __future__ import annotations
@@ -37,7 +44,13 @@ def gpu_inventory() -> dict[str, Any]:
         except pynvml.NVMLError:
             info["cuda_driver"] = None
         for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            try:
+                h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            except pynvml.NVMLError as e:  # counted but not openable: that GPU is the finding
+                info["gpus"].append({"index": i, "name": None, "uuid": None, "serial": None, "vbios": None,
+                                     "pci_bus_id": None, "memory_bytes": None, "driver": info["driver"],
+                                     "error": f"NVML cannot open GPU {i}: {_text(e)}"})
+                continue
             info["gpus"].append({
                 "index": i,
                 "name": _text(pynvml.nvmlDeviceGetName(h)),
@@ -70,6 +83,10 @@ def _optional(fn: Any, handle: Any) -> str | None:
 # ---------------------------------------------------------------- telemetry and health
 
 GPU_IS_LOST = 15  # NVML_ERROR_GPU_IS_LOST: the GPU fell off the bus
+RESET_REQUIRED = 16  # NVML_ERROR_RESET_REQUIRED: the GPU needs a reset before it can be used
+UNKNOWN = 999  # NVML_ERROR_UNKNOWN: NVML could not tell what went wrong with the GPU
+FAULTS = {GPU_IS_LOST: "GPU is lost", RESET_REQUIRED: "GPU needs a reset", UNKNOWN: "unknown NVML error"}
+_FI_DEV_POWER_INSTANT = 186  # NVML_FI_DEV_POWER_INSTANT (mW, not averaged)
 _FI_DEV_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP (HBM temperature, C)
 
 
@@ -78,7 +95,7 @@ class NvmlUnavailable(HarnessError):
 
 
 class _Lost(Exception):
-    """The GPU stopped answering (NVML_ERROR_GPU_IS_LOST) during one read."""
+    """The GPU stopped answering (GPU_IS_LOST, RESET_REQUIRED, UNKNOWN) during one read."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +105,9 @@ class GpuSample:
     gpu: int
     temp: float | None = None  # C
     mem_temp: float | None = None  # C (HBM)
-    power: float | None = None  # W
+    power: float | None = None  # W: instantaneous where NVML has it, else the 1-s average
+    power_instant: bool | None = None  # True: `power` is NVML_FI_DEV_POWER_INSTANT; False: the 1-s average
+    power_avg: float | None = None  # W, nvmlDeviceGetPowerUsage (averaged over 1 s on Ampere and newer)
     energy_mj: int | None = None  # total energy counter since driver load, mJ
     sm_clock: float | None = None  # MHz
     mem_clock: float | None = None  # MHz
@@ -162,11 +181,18 @@ class NvmlSession:
         except pynvml.NVMLError as e:
             raise NvmlUnavailable(f"NVML not loadable: {_text(e)}") from e
         try:
-            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i)
-                            for i in range(pynvml.nvmlDeviceGetCount())]
+            count = int(pynvml.nvmlDeviceGetCount())
         except pynvml.NVMLError as e:
             self.close()
             raise NvmlUnavailable(f"NVML query failed: {_text(e)}") from e
+        self.handles: list[Any] = []
+        self.open_errors: dict[int, str] = {}  # index -> why NVML could not open that GPU
+        for i in range(count):
+            try:
+                self.handles.append(pynvml.nvmlDeviceGetHandleByIndex(i))
+            except pynvml.NVMLError as e:
+                self.handles.append(None)
+                self.open_errors[i] = f"NVML cannot open GPU {i}: {_text(e)}"
 
     def close(self) -> None:
         try:
@@ -188,8 +214,8 @@ class NvmlSession:
         try:
             return f(*args)
         except self._nv.NVMLError as e:
-            if getattr(e, "value", None) == GPU_IS_LOST:
-                raise _Lost(_text(e)) from e
+            if getattr(e, "value", None) in FAULTS:
+                raise _Lost(f"{FAULTS[e.value]}: {_text(e)}") from e
             return None
 
     def sample(self) -> tuple[GpuSample, ...]:
@@ -198,15 +224,21 @@ class NvmlSession:
 
     def _sample(self, i: int, h: Any) -> GpuSample:
         nv, g = self._nv, self._get
+        if i in self.open_errors:
+            return GpuSample(gpu=i, error=self.open_errors[i])
         try:
             util = g("nvmlDeviceGetUtilizationRates", h)
             reasons = g("nvmlDeviceGetCurrentClocksEventReasons", h)
             if reasons is None:
                 reasons = g("nvmlDeviceGetCurrentClocksThrottleReasons", h)
-            power = g("nvmlDeviceGetPowerUsage", h)
+            avg = g("nvmlDeviceGetPowerUsage", h)
+            avg_w = None if avg is None else avg / 1000.0
+            instant = self._field(h, _FI_DEV_POWER_INSTANT)
             return GpuSample(
-                gpu=i, temp=_f(g("nvmlDeviceGetTemperature", h, nv.NVML_TEMPERATURE_GPU)),
-                mem_temp=self._mem_temp(h), power=None if power is None else power / 1000.0,
+                gpu=i, temp=self._temp(h), mem_temp=self._mem_temp(h),
+                power=instant / 1000.0 if instant is not None else avg_w,
+                power_instant=None if instant is None and avg is None else instant is not None,
+                power_avg=avg_w,
                 energy_mj=_i(g("nvmlDeviceGetTotalEnergyConsumption", h)),
                 sm_clock=_f(g("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_SM)),
                 mem_clock=_f(g("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_MEM)),
@@ -224,14 +256,34 @@ class NvmlSession:
                                      nv.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, nv.NVML_VOLATILE_ECC)),
             )
         except _Lost as e:
-            return GpuSample(gpu=i, error=f"GPU is lost: {e}")
+            return GpuSample(gpu=i, error=str(e))
+
+    def _temp(self, h: Any) -> float | None:
+        """GPU temperature, C: nvmlDeviceGetTemperatureV where the binding has it (nvidia-ml-py 13
+        deprecates nvmlDeviceGetTemperature), else the old call."""
+        sensor = self._nv.NVML_TEMPERATURE_GPU
+        if getattr(self._nv, "nvmlDeviceGetTemperatureV", None) is not None:
+            v = self._get("nvmlDeviceGetTemperatureV", h, sensor)
+            if v is not None:
+                return float(getattr(v, "temperature", v))
+        return _f(self._get("nvmlDeviceGetTemperature", h, sensor))
+
+    def _field(self, h: Any, field_id: int) -> float | None:
+        """One NVML field value (unsigned), None when the driver does not offer it; _Lost on a fault."""
+        values = self._get("nvmlDeviceGetFieldValues", h, [field_id])
+        if not values:
+            return None
+        ret = getattr(values[0], "nvmlReturn", 1)
+        if ret in FAULTS:
+            raise _Lost(FAULTS[ret])
+        if ret != 0:
+            return None
+        v = values[0].value
+        return float(getattr(v, "uiVal", 0) or getattr(v, "ullVal", 0) or 0)
 
     def _mem_temp(self, h: Any) -> float | None:
-        values = self._get("nvmlDeviceGetFieldValues", h, [_FI_DEV_MEMORY_TEMP])
-        if not values or getattr(values[0], "nvmlReturn", 1) != 0:
-            return None
-        v = float(values[0].value.uiVal)
-        return v if v > 0 else None
+        v = self._field(h, _FI_DEV_MEMORY_TEMP)
+        return v if v else None
 
     def limits(self) -> tuple[GpuLimits, ...]:
         """Power limits and temperature thresholds of every GPU."""
@@ -239,6 +291,8 @@ class NvmlSession:
 
     def _limits(self, i: int, h: Any) -> GpuLimits:
         nv, g = self._nv, self._get
+        if i in self.open_errors:
+            return GpuLimits(gpu=i, error=self.open_errors[i])
 
         def watts(fn: str) -> float | None:
             mw = g(fn, h)
@@ -254,7 +308,7 @@ class NvmlSession:
                              shutdown_c=threshold("NVML_TEMPERATURE_THRESHOLD_SHUTDOWN", 0),
                              mem_max_c=threshold("NVML_TEMPERATURE_THRESHOLD_MEM_MAX", 2))
         except _Lost as e:
-            return GpuLimits(gpu=i, error=f"GPU is lost: {e}")
+            return GpuLimits(gpu=i, error=str(e))
 
     def health(self) -> tuple[GpuHealth, ...]:
         """The health facts of every GPU."""
@@ -262,6 +316,8 @@ class NvmlSession:
 
     def _health(self, i: int, h: Any) -> GpuHealth:
         nv, g = self._nv, self._get
+        if i in self.open_errors:
+            return GpuHealth(gpu=i, error=self.open_errors[i])
         try:
             ecc = g("nvmlDeviceGetEccMode", h)
             remap = g("nvmlDeviceGetRemappedRows", h)
@@ -302,7 +358,7 @@ class NvmlSession:
                 nvlink_up=up, nvlink_total=total,
             )
         except _Lost as e:
-            return GpuHealth(gpu=i, error=f"GPU is lost: {e}")
+            return GpuHealth(gpu=i, error=str(e))
 
     def _nvlinks(self, h: Any) -> tuple[int | None, int | None]:
         """(links up, links present); (None, None) on a GPU without NVLink."""

@@ -5,8 +5,10 @@ answer (`Series`; saved by the sampler thread in harness.run.sampler, read back 
 
 Metrics per GPU (label `gpu`): peak GPU and HBM temperature, mean and peak power, mean SM clock,
 mean utilisation, energy (from the driver's energy counter, or power integrated over time when
-the GPU has none), the share of samples spent in each throttling clock-event reason
-(`gpu.throttle_pct`, label `reason`, see harness.parsers.clockreasons), the best PCIe link seen
+the GPU has none), the share of busy samples (utilisation >= LOADED_UTIL; all samples when the
+GPU was never busy) spent in each throttling clock-event reason (`gpu.throttle_pct`, label
+`reason`, see harness.parsers.clockreasons), HW Slowdown counted only where it persists for
+PERSIST_S (NVML reports it also during a P-state or clock change), the best PCIe link seen
 (`which` current/max), and how much the PCIe replay and ECC counters grew during the check.
 
 Findings (judged by compare.judge like every kind's): a GPU that stopped answering NVML fails
@@ -22,7 +24,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from itertools import pairwise
+from itertools import groupby, pairwise
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -104,7 +106,9 @@ def load(path: Path) -> Series:
     return Series.from_dict(json.loads(path.read_text(encoding="utf-8")))
 
 
-LOADED_UTIL = 50.0  # % utilisation from which a GPU counts as busy for the link judgement
+LOADED_UTIL = 50.0  # % utilisation from which a GPU counts as busy (link and throttle judgements)
+PERSIST_S = 0.5  # HW Slowdown shorter than this (and than 2 samples) is a P-state change, not a fault
+TRANSIENT = clockreasons.BITS["hw_slowdown"]
 SOURCE = "telemetry"
 REASONS: dict[str, int] = {**{r: clockreasons.BITS[r] for r in clockreasons.THROTTLING},
                            **clockreasons.GROUPS}
@@ -125,12 +129,30 @@ def energy_j(t: Sequence[float], energy_mj: Sequence[Value], power_w: Sequence[V
     return sum((b[0] - a[0]) * (a[1] + b[1]) / 2 for a, b in pairwise(pts))
 
 
-def throttle_pct(masks: Sequence[Value]) -> dict[str, float]:
-    """Percent of samples (with a known bitmask) in which each throttling reason was set."""
-    known = [int(m) for m in masks if m is not None]
-    if not known:
+def persistent(masks: Sequence[Value], bits: int, runs: int) -> list[int | None]:
+    """The masks with `bits` cleared wherever they were not set in at least `runs` consecutive samples."""
+    known = [None if m is None else int(m) for m in masks]
+    out = list(known)
+    for on, grp in groupby(range(len(known)), key=lambda k: bool((known[k] or 0) & bits)):
+        idx = list(grp)
+        if on and len(idx) < runs:
+            for k in idx:
+                out[k] = (known[k] or 0) & ~bits
+    return out
+
+
+def throttle_pct(masks: Sequence[Value], util: Sequence[Value] = (), runs: int = 1) -> dict[str, float]:
+    """Percent of busy samples (utilisation >= LOADED_UTIL; every sample with a known bitmask when
+    the GPU was never busy) in which each throttling reason was set; HW Slowdown counts only in
+    runs of at least `runs` samples."""
+    cleaned = persistent(masks, TRANSIENT, runs)
+    known = [(i, m) for i, m in enumerate(cleaned) if m is not None]
+    busy_at = {i for i, u in enumerate(util) if u is not None and float(u) >= LOADED_UTIL}
+    busy = [m for i, m in known if i in busy_at]
+    window = busy or [m for _, m in known]
+    if not window:
         return {}
-    return {r: 100.0 * sum(1 for m in known if m & bit) / len(known) for r, bit in REASONS.items()}
+    return {r: 100.0 * sum(1 for m in window if m & bit) / len(window) for r, bit in REASONS.items()}
 
 
 def _growth(col: Sequence[Value]) -> float | None:
@@ -161,7 +183,8 @@ def derive(series: Series) -> tuple[Metric, ...]:
         add("gpu.sm_clock_mean", sum(sm) / len(sm) if sm else None, MHZ)
         add("gpu.util_mean", sum(util) / len(util) if util else None, PERCENT)
         add("gpu.energy", energy_j(series.t, col("energy_mj"), col("power")), JOULE)
-        for reason, pct in throttle_pct(col("reasons")).items():
+        runs = max(2, math.ceil(PERSIST_S / series.period_s)) if series.period_s > 0 else 2
+        for reason, pct in throttle_pct(col("reasons"), col("util"), runs).items():
             add("gpu.throttle_pct", pct, PERCENT, reason=reason)
         for key, name in (("pcie_gen", "gpu.pcie_gen"), ("pcie_width", "gpu.pcie_width")):
             cur, top = _vals(col(key)), _vals(col(f"{key}_max"))

@@ -175,7 +175,10 @@ def test_builtin_engine_for_real_on_host_memory(tmp_path):
     assert got == [("gpu.d2h_bw", 0, D2H), ("gpu.d2h_bw", 1, D2H), ("gpu.h2d_bw", 0, H2D),
                    ("gpu.h2d_bw", 1, H2D), ("gpu.p2p_bw", "gpu0", WR), ("gpu.p2p_bw", "gpu1", WR)]
     assert all(m.value > 0 and m.unit == "GB/s" for m in out.metrics)
-    assert (out.details["backend"], out.details["size"], out.details["iterations"]) == ("numpy", 2**20, 3)
+    # samples are trials, as nvbandwidth's -i (median reported), not the copies timed per trial
+    d = out.details
+    assert (d["backend"], d["size"], d["iterations"], d["trials"]) == ("numpy", 2**20, 16, 3)
+    assert ctx.tool_runs[0].argv[-2:] == ("--trials", "3")
     assert ctx.tool_runs[0].argv[1:3] == ("-m", "harness.engines.copy") and ctx.tool_runs[0].rc == 0
 
 
@@ -193,3 +196,15 @@ def test_builtin_engine_without_a_gpu_backend_is_a_tool_error(tmp_path):
         pass
     with pytest.raises(ToolError, match=r"builtin copy test \(exit 2\): ImportError: no GPU backend"):
         run_judged(KIND, GpuBandwidthParams(engine="builtin"), ctx_for(tmp_path))
+
+
+def test_nvbandwidth_numbers_gpus_as_nvml_does_whatever_was_inherited(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a scheduler's leftover: would hide and renumber GPUs
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    exe = executable(tmp_path / "nvbandwidth",
+                     f'echo "$CUDA_DEVICE_ORDER $CUDA_VISIBLE_DEVICES" >> "{tmp_path}/env"\n'
+                     f'cat "{BY_TEST[D2H]}"\n')
+    inv = {"gpus": [{"index": i, "uuid": f"GPU-{i:04d}"} for i in range(8)]}
+    run_judged(KIND, GpuBandwidthParams(binary=str(exe), tests=[D2H]), ctx_for(tmp_path, inv))
+    want = ["PCI_BUS_ID", ",".join(f"GPU-{i:04d}" for i in range(8))]
+    assert (tmp_path / "env").read_text().split() == want

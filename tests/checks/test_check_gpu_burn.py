@@ -212,3 +212,52 @@ def test_auto_runs_gpu_burn_when_that_is_what_is_installed(tmp_path: Path, monke
     out = run_judged(KIND, GpuBurnParams(engine="auto", binary=str(exe), duration=10), ctx(tmp_path, 2))
     assert out.details["engine"] == "gpu-burn" and out.problems == ()
     assert out.summary.startswith("gpu_burn 10 s: 2 of 2 GPUs OK")
+
+
+# ---------------------------------------------------------------- argv safety and GPU numbering (#21)
+
+def recording_gpu_burn(path: Path, record: Path) -> Path:
+    """A gpu_burn stand-in that records its arguments and env, then prints a real OK run of 2 GPUs."""
+    sample = DATA / "gpu-burn" / "gpu_burn_k80_2gpu_doubles_ok_interleaved_child_output.txt"
+    path.write_text(f'#!/bin/sh\nfor a in "$@"; do echo "$a" >> "{record}"; done\n'
+                    f'echo "ENV $CUDA_DEVICE_ORDER $CUDA_VISIBLE_DEVICES" >> "{record}"\ncat "{sample}"\n')
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("folder", ["burn-dev", "x-long", "gpu-help", "nv-tc"])
+def test_a_compare_kernel_path_holding_a_gpu_burn_switch_never_reaches_its_argv(tmp_path: Path, folder):
+    kdir = tmp_path / folder
+    kdir.mkdir()
+    (kdir / "compare.ptx").write_text("// ptx\n")
+    record = tmp_path / "argv.txt"
+    exe = recording_gpu_burn(tmp_path / "gpu_burn", record)
+    out = KIND.run(GpuBurnParams(binary=str(exe), duration=10, compare_kernel=str(kdir / "compare.ptx")),
+                   ctx(tmp_path, 2))
+    args = record.read_text().splitlines()[:-1]
+    assert args[0] == "-c" and args[-1] == "10"
+    # gpu_burn tests every argument for these substrings (gpu_burn-drv.cpp main())
+    assert not [a for a in args if any(s in a for s in ("-h", "-l", "-d", "-tc"))], args
+    assert Path(args[1]).name == "compare.ptx"
+    assert not Path(args[1]).exists()  # the private link is removed after the run
+    assert out.problems == ()
+
+
+def test_gpus_are_numbered_as_nvml_does_whatever_cuda_visible_devices_was(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")  # inherited from a scheduler: would renumber
+    record = tmp_path / "argv.txt"
+    exe = recording_gpu_burn(tmp_path / "gpu_burn", record)
+    inv = {"gpus": [{"index": i, "uuid": f"GPU-{i}aaa", "pci_bus_id": f"00000000:{0x18 + i:02X}:00.0"}
+                    for i in range(2)]}
+    c = CheckContext("burn", tmp_path, 60, False, False, inv, logging.getLogger("t"))
+    KIND.run(GpuBurnParams(binary=str(exe), duration=10), c)
+    assert record.read_text().splitlines()[-1] == "ENV PCI_BUS_ID GPU-0aaa,GPU-1aaa"
+
+
+def test_an_engine_whose_cuda_order_differs_from_nvml_is_an_invalid_run():
+    from harness.checks.gpu_identity import cuda_order_problems
+
+    gpus = [{"pci_bus_id": "00000000:18:00.0"}, {"pci_bus_id": "00000000:2A:00.0"}]
+    assert cuda_order_problems(["0000:18:00.0", "0000:2a:00.0"], gpus) == []
+    (p,) = cuda_order_problems(["0000:2a:00.0", "0000:18:00.0", None], gpus)[:1]
+    assert p.startswith("CUDA device 0 is the GPU at 0000:2a:00.0, but NVML's GPU 0 is at 00000000:18:00.0")

@@ -35,7 +35,8 @@ def fake_dmesg(tmp_path: Path, monkeypatch, sample: str | None, rc: int = 0) -> 
 
 
 def fails(out) -> dict[tuple[str, int], str]:
-    return {(e.metric, e.labels["gpu"]): e.message for e in out.evaluations if e.outcome is Outcome.FAIL}
+    return {(e.metric, e.labels.get("gpu", e.labels.get("pci"))): e.message for e in out.evaluations
+            if e.outcome is Outcome.FAIL}
 
 
 def test_healthy_node_passes_every_rule(tmp_path: Path, monkeypatch):
@@ -83,13 +84,41 @@ def test_critical_xid_from_the_kernel_log_fails_its_gpu(tmp_path: Path, monkeypa
     fake_dmesg(tmp_path, monkeypatch, "gpud_readme_dmesg_xid79_fallen_off_bus_with_nvswitch_sxid.txt")
     out = run_judged(KIND, GpuHealthParams(), ctx(tmp_path, ["00000000:18:00.0", "00000000:91:00.0"]))
     assert fails(out) == {("gpu.xid_critical", 1): "GPU 1: 1 critical XID event(s) in the kernel log "
-                                                    "(codes 48, 63, 64, 74, 79, 92, 94, 95, 119, 120)"}
+                                                    "(codes 48, 63, 64, 74, 79, 92, 94, 95, 119, 120)",
+                          ("gpu.driver_fault", 1): "GPU 1 (0000:91:00, no UUID) fell off the bus: 1 "
+                                                   "kernel-log message(s) without an XID number"}
     xids = {(m.name, m.labels.get("gpu"), m.labels.get("xid")): m.value for m in out.metrics
             if m.name.startswith("gpu.xid")}
     assert xids == {("gpu.xid", 1, 79): 1.0, ("gpu.xid_critical", 0, None): 0.0,
                     ("gpu.xid_critical", 1, None): 1.0}
     first = out.details["xid_events"][0]
     assert first["message"] == "pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+
+
+def test_unnumbered_driver_faults_fail_the_gpu_they_name_even_unseen(tmp_path: Path, monkeypatch):
+    install(monkeypatch, [FakeGpu(), FakeGpu()])
+    fake_dmesg(tmp_path, monkeypatch,
+               "nvsentinel_issue155_dmesg_fallen_off_bus_unnumbered_probe_failed.txt")
+    out = KIND.run(GpuHealthParams(), ctx(tmp_path, ["00000000:18:00.0", "00000000:28:00.0"]))
+    assert fails(out) == {
+        ("gpu.driver_fault", "0000:b3:00"): "the GPU at PCI 0000:b3:00 (not visible to NVML) fell off the "
+                                            "bus: 1 kernel-log message(s) without an XID number",
+        ("gpu.driver_fault", "unknown"): "a GPU the driver could not name failed the driver's probe: 1 "
+                                         "kernel-log message(s) without an XID number"}
+    # the same GPU visible to NVML: named by index and UUID
+    inv = CheckContext("health", tmp_path, 60, False, False,
+                       {"gpus": [{"index": 0, "pci_bus_id": "00000000:B3:00.0", "uuid": "GPU-b3"}]},
+                       logging.getLogger("t"))
+    out = KIND.run(GpuHealthParams(), inv)
+    assert fails(out)[("gpu.driver_fault", 0)].startswith("GPU 0 (0000:b3:00, GPU-b3) fell off the bus")
+
+
+def test_repeated_init_failures_fail_their_gpu_once_with_the_count(tmp_path: Path, monkeypatch):
+    install(monkeypatch, [FakeGpu()])
+    fake_dmesg(tmp_path, monkeypatch, "gpu_operator_issue1146_syslog_rminitadapter_repeated.txt")
+    out = KIND.run(GpuHealthParams(), ctx(tmp_path, ["00000000:0A:00.0"]))
+    assert fails(out) == {("gpu.driver_fault", 0): "GPU 0 (0000:0a:00, no UUID) failed to initialise "
+                          "(RmInitAdapter failed): 6 kernel-log message(s) without an XID number"}
 
 
 def test_non_critical_xids_are_recorded_and_policy_is_a_param(tmp_path: Path, monkeypatch):

@@ -4,17 +4,21 @@ product, the JSON-lines protocol through a real subprocess, its parser, and the 
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
-from enginehelp import Clock, run_engine
+from enginehelp import run_engine
 from judging import run_judged
 
 from harness.checks.base import CheckContext
 from harness.checks.gpu_burn import KIND, GpuBurnParams, build_argv
-from harness.engines.burn import burn_loop, tflops
+from harness.engines.burn import burn_loop, run_children, tflops
+from harness.engines.burn_ops import MemoryPass, NumpyBackend, Ops
 from harness.model import Outcome
 from harness.parsers import burnlog
 from harness.parsers.registry import parsers
@@ -24,13 +28,46 @@ def engine(*args: str) -> subprocess.CompletedProcess[str]:
     return run_engine("harness.engines.burn", *args)
 
 
-def test_every_product_is_compared_with_the_first():
-    products = iter([10, 10, 11, 10, 10])  # the third product is corrupt
+class Ticker:
+    """A clock the fake device advances: each product costs 1 s, each comparison 5 s."""
 
-    r = burn_loop(3, 1000, lambda: next(products), lambda c, first: c != first, deadline=5.5, clock=Clock())
-    # clock: start=1, then loop checks at 2,3,4,5 (< 5.5) and 6 (stops); end reading 7
-    assert (r.gpu, r.iterations, r.errors, r.seconds) == (3, 5, 1, 6.0)
-    assert r.tflops == tflops(1000, 5, 6.0) == pytest.approx(2e9 * 5 / 6.0 / 1e12)
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def fake_ops(clock: Ticker, products: list[int], tile_error: float = 0.0) -> Ops:
+    it = iter(products)
+
+    def multiply() -> int:
+        clock.t += 1.0
+        return next(it)
+
+    def differs(c: int, first: int) -> bool:
+        clock.t += 5.0  # a full compare with the first product: ~7-8% of a bf16 product on an H200
+        return c != first
+
+    return Ops(multiply, lambda: None, differs, lambda c: f"d{c}", lambda c: tile_error)
+
+
+def test_only_the_products_are_timed_and_verification_is_reported_apart():
+    clock = Ticker()
+    r = burn_loop(3, 1000, fake_ops(clock, [10] * 30), deadline=20.0, batch=2, clock=clock)
+    # per batch: 2 products (2 s, timed) then one compare (5 s, not timed): 7 s a round
+    assert (r.iterations, r.verified, r.errors) == (6, 3, 0)
+    assert r.seconds == 6.0 and r.wall_seconds == 22.0
+    assert r.tflops == tflops(1000, 6, 6.0) and r.tflops_wall == tflops(1000, 6, 22.0)
+    assert r.tflops > 3 * r.tflops_wall  # before: the compare was inside the timing
+
+
+def test_a_verified_product_that_differs_counts_and_a_bad_reference_tile_is_flagged():
+    clock = Ticker()
+    r = burn_loop(0, 64, fake_ops(clock, [10, 10, 11, 10, 10, 10], tile_error=0.5), deadline=14.0, batch=1,
+                  dtype="bf16", clock=clock)
+    assert (r.iterations, r.verified, r.errors) == (3, 3, 1)
+    assert r.digest == "d10" and r.tile_ok is False
 
 
 def test_tflops_arithmetic():
@@ -47,7 +84,9 @@ def test_numpy_run_through_the_real_subprocess_and_parser():
     assert got["gpu_burn.ok"].value == 1.0 and got["gpu_burn.errors"].value == 0.0
     assert got["gpu_burn.iterations"].value >= 2 and got["gpu_burn.tflops"].value > 0
     assert got["gpu_burn.tflops"].labels == {"dtype": "fp64", "gpu": 0}
-    assert r.details == {"backend": "numpy", "dtype": "fp64", "size": 48, "devices": [0]}
+    assert {k: r.details[k] for k in ("backend", "dtype", "size", "devices", "pci_bus_ids", "faults")} == {
+        "backend": "numpy", "dtype": "fp64", "size": 48, "devices": [0], "pci_bus_ids": [None], "faults": {}}
+    assert r.details["verified"]["0"] >= 1 and r.details["mem_bytes"]["0"] == 4 * 2**20
 
 
 def test_unsupported_dtype_on_a_device_is_reported_and_invalid():
@@ -74,7 +113,7 @@ def test_parser_edges():
     r = burnlog.parse(start + one)
     assert not r.valid
     assert r.problems == ("no done line: the burn did not finish",
-                          "GPU 0: 1 multiply(ies): nothing was compared", "GPU 1: no result")
+                          "GPU 0: 1 multiply(ies), none verified: nothing was compared", "GPU 1: no result")
     assert {(m.name, m.labels["gpu"]): m.value for m in r.metrics if m.name == "gpu_burn.ok"} == {
         ("gpu_burn.ok", 0): 0.0, ("gpu_burn.ok", 1): 0.0}
     assert not burnlog.parse("garbage").valid and parsers()["builtin-burn"] is burnlog.parse
@@ -90,3 +129,83 @@ def test_kind_with_the_builtin_engine_on_numpy(tmp_path: Path):
     (ev,) = out.evaluations
     assert ev.outcome is Outcome.PASS and ev.message == "all 1 GPUs OK, no computation errors"
     assert out.summary.startswith("builtin fp32 burn 1 s: 1 of 1 GPUs OK;")
+
+
+def test_every_device_burns_the_same_inputs_in_its_own_process():
+    p = engine("--seconds", "0.3", "--dtype", "fp32", "--backend", "numpy", "--size", "40",
+               "--host-devices", "3")
+    assert p.returncode == 0, p.stderr
+    results = [json.loads(x) for x in p.stdout.splitlines() if '"result"' in x]
+    assert sorted(r["gpu"] for r in results) == [0, 1, 2]
+    assert len({r["digest"] for r in results}) == 1  # common seed: before, each device had its own inputs
+    assert all(r["tile_ok"] and r["mem_errors"] == 0 for r in results)
+    assert burnlog.parse(p.stdout).valid
+
+
+def test_a_hung_device_is_killed_and_the_other_devices_results_are_kept():
+    got: list[dict] = []
+    real = [sys.executable, "-m", "harness.engines.burn", "--seconds", "0.2", "--dtype", "fp64",
+            "--backend", "numpy", "--size", "32", "--device", "0"]
+    hang = [sys.executable, "-c", "import time; time.sleep(60)"]
+    t0 = time.monotonic()
+    run_children({0: real, 1: hang}, wait_s=4.0, out=got.append)
+    assert time.monotonic() - t0 < 15
+    by_gpu = {e["gpu"]: e for e in got}
+    assert by_gpu[0]["event"] == "result" and by_gpu[0]["verified"] >= 1
+    assert by_gpu[1]["event"] == "error" and by_gpu[1]["message"].startswith("hung: no result 4 s")
+
+
+def test_a_child_that_dies_without_a_result_is_named():
+    got: list[dict] = []
+    die = [sys.executable, "-c", "import sys; sys.exit('CUDA error: device lost')"]
+    run_children({5: die}, 10.0, got.append)
+    assert got == [{"event": "error", "gpu": 5,
+                    "message": "exit 1 without a result: CUDA error: device lost"}]
+
+
+def result_line(gpu: int, digest: str, **kw: object) -> str:
+    r = {"event": "result", "gpu": gpu, "iterations": 100, "verified": 10, "errors": 0, "tflops": 700.0,
+         "digest": digest, "name": "NVIDIA H200", "tile_ok": True, "mem_errors": 0, **kw}
+    return json.dumps(r) + "\n"
+
+
+def test_a_gpu_that_is_consistently_wrong_fails_against_its_siblings():
+    start = '{"event": "start", "backend": "torch", "dtype": "bf16", "size": 8192, "devices": [0, 1, 2, 3]}\n'
+    text = (start + result_line(0, "aa") + result_line(1, "aa") + result_line(2, "bb") + result_line(3, "aa")
+            + '{"event": "done"}\n')
+    r = burnlog.parse(text)
+    assert r.valid  # a wrong GPU is a hardware verdict, not an invalid run
+    ok = {m.labels["gpu"]: m.value for m in r.metrics if m.name == "gpu_burn.ok"}
+    assert ok == {0: 1.0, 1: 1.0, 2: 0.0, 3: 1.0}
+    assert r.details["faults"]["2"].startswith(
+        "its product of the common inputs differs from that of 3 of the 4")
+
+
+def test_memory_pattern_and_reference_faults_fail_their_gpu():
+    start = '{"event": "start", "backend": "torch", "dtype": "bf16", "size": 8192, "devices": [0, 1]}\n'
+    text = (start + result_line(0, "aa", mem_errors=12) + result_line(1, "aa", tile_ok=False, tile_error=0.4)
+            + '{"event": "done"}\n')
+    r = burnlog.parse(text)
+    ok = {m.labels["gpu"]: m.value for m in r.metrics if m.name == "gpu_burn.ok"}
+    assert ok == {0: 0.0, 1: 0.0}
+    assert r.details["faults"] == {"0": "12 words of its memory pattern came back changed",
+                                   "1": "its product is off the float64 reference (relative error 0.4)"}
+
+
+def test_the_memory_pass_counts_words_that_changed():
+    mem = NumpyBackend().memory(0, 0.8)
+    assert mem.nbytes == 4 * 2**20
+    mem.chunks[0][[5, 77, 4096]] ^= 1 << 3  # three flipped bits
+    assert mem.verify() == 3 and mem.chunks == []
+    assert isinstance(mem, MemoryPass)
+
+
+def test_the_check_fails_a_wrong_gpu_with_the_reason(tmp_path: Path):
+    from harness.checks.gpu_burn import _burn_verdicts
+
+    start = '{"event": "start", "backend": "torch", "dtype": "bf16", "size": 8192, "devices": [0, 1, 2]}\n'
+    text = start + result_line(0, "aa") + result_line(1, "aa") + result_line(2, "cc") + '{"event": "done"}\n'
+    parsed = burnlog.parse(text)
+    (ev,) = _burn_verdicts(parsed, "builtin", parsed.details["faults"])
+    assert ev.outcome is Outcome.FAIL and ev.labels["gpu"] == 2
+    assert ev.message.startswith("GPU 2: wrong results (its product of the common inputs differs")

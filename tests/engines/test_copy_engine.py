@@ -4,12 +4,24 @@ copies, the JSON-lines protocol through a real subprocess, and its parser on goo
 from __future__ import annotations
 
 import json
+import os
+import statistics
 import subprocess
 
 import pytest
 from enginehelp import Clock, run_engine
 
-from harness.engines.copy import TESTS, _Backend, gbps, measure, plan, time_copies
+from harness.engines.copy import (
+    TESTS,
+    _Backend,
+    cpulist,
+    gbps,
+    local_cpus,
+    measure,
+    parse_cpulist,
+    plan,
+    time_copies,
+)
 from harness.parsers import copylog
 from harness.parsers.registry import parsers
 
@@ -51,7 +63,8 @@ def test_numpy_run_through_the_real_subprocess_and_parser():
     assert p.returncode == 0, p.stderr
     r = copylog.parse(p.stdout)
     assert r.valid, r.problems
-    assert r.details == {"backend": "numpy", "size": 2**20, "iterations": 3, "devices": [0, 1, 2]}
+    assert r.details == {"backend": "numpy", "size": 2**20, "iterations": 3, "trials": 3,
+                         "devices": [0, 1, 2], "pci_bus_ids": [None, None, None], "cpus": {}}
     names = [m.name for m in r.metrics]
     assert [names.count(n) for n in ("gpu.h2d_bw", "gpu.d2h_bw", "gpu.p2p_bw")] == [3, 3, 6]
     h2d = [m for m in r.metrics if m.name == "gpu.h2d_bw"]
@@ -106,3 +119,55 @@ def test_missing_results_and_missing_done_are_invalid():
 
 def test_registered():
     assert parsers()["builtin-copy"] is copylog.parse
+
+
+# ---------------------------------------------------------------- trials and CPU affinity (#21 items 7, 10)
+
+class _OnGpu18(_Backend):
+    """Host buffers standing in for a GPU at 0000:18:00.0; each copy records the CPUs it ran on."""
+
+    def __init__(self) -> None:
+        super().__init__(2)
+        self.ran_on: list[set[int]] = []
+
+    def pci_bus_id(self, device: int) -> str | None:
+        return "00000000:18:00.0" if device == 0 else None
+
+    def h2d(self, device: int, nbytes: int):
+        copy, sync = super().h2d(device, nbytes)
+
+        def recorded() -> None:
+            self.ran_on.append(os.sched_getaffinity(0))
+            copy()
+
+        return recorded, sync
+
+
+def test_host_copies_run_on_the_cpus_local_to_their_gpu_and_the_result_says_which(tmp_path):
+    me = sorted(os.sched_getaffinity(0))
+    dev = tmp_path / "bus/pci/devices/0000:18:00.0"
+    dev.mkdir(parents=True)
+    (dev / "local_cpulist").write_text(f"{me[0]}\n")  # the GPU's socket: one CPU we may use
+    be = _OnGpu18()
+    r = measure(be, TESTS["h2d"], "cpu", "gpu0", 4096, 3, trials=2, sysfs=str(tmp_path))
+    assert be.ran_on and all(cpus == {me[0]} for cpus in be.ran_on)
+    assert r.cpus == str(me[0])
+    assert os.sched_getaffinity(0) == set(me)  # restored afterwards
+    other = measure(be, TESTS["h2d"], "cpu", "gpu1", 4096, 3, sysfs=str(tmp_path))  # no PCI address
+    assert other.cpus is None and be.ran_on[-1] == set(me)
+
+
+def test_cpulists_parse_and_print():
+    assert parse_cpulist("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
+    assert parse_cpulist("garbage") == set()
+    assert cpulist({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
+    assert local_cpus("00000000:99:00.0", "/nonexistent") is None and local_cpus(None) is None
+
+
+def test_trials_report_the_median_like_nvbandwidth():
+    p = engine("--backend", "numpy", "--size", "65536", "--iterations", "2", "--trials", "5", "--no-p2p")
+    assert p.returncode == 0, p.stderr
+    results = [json.loads(x) for x in p.stdout.splitlines() if '"result"' in x]
+    assert results and all(r["trials"] == 5 and len(r["trial_gbps"]) == 5 for r in results)
+    assert all(r["gbps"] == statistics.median(r["trial_gbps"]) and r["iterations"] == 2 for r in results)
+    assert copylog.parse(p.stdout).details["trials"] == 5

@@ -165,3 +165,12 @@ def test_tools_started_from_many_threads_are_all_recorded_and_dropped(tmp_path: 
         assert json.loads((tmp_path / ledger.RUNNING).read_text())["groups"] == []
     finally:
         book.close()
+
+
+def test_a_crashed_run_whose_directory_was_deleted_does_not_block_the_next(tmp_path: Path):
+    """A lock naming a run directory someone removed since (rm -rf of old runs) is a note, not an
+    error: there is no ledger left that could prove any process is the crashed run's."""
+    gone = tmp_path / "runs" / "host-20261201T000000Z"
+    (notes,) = [ledger.reap_stale(gone)]
+    assert notes == [f"the crashed run's directory {gone} no longer exists: nothing to clean up"]
+    assert not gone.exists()

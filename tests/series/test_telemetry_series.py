@@ -95,3 +95,34 @@ def test_throttle_intervals():
     s = series([0, 1, 2, 3, 4], {0: {"reasons": [0, PC, PC, 0, PC]}})
     assert telemetry_metrics.intervals(s, 0, PC) == [(1, 3), (4, 5)]
     assert telemetry_metrics.intervals(s, 0, HT) == []
+
+
+# ------------------------------------------------------------ throttling: busy and persistent (#21 item 2)
+
+HS, IDLE = clockreasons.BITS["hw_slowdown"], clockreasons.BITS["idle"]
+
+
+def test_one_hw_slowdown_sample_in_the_idle_to_load_ramp_is_not_throttling():
+    # 10 Hz: idle, a P-state change (one 0x8 sample while clocks ramp), then a steady load
+    masks = [IDLE] * 5 + [HS] + [0] * 14
+    util = [0] * 5 + [30] + [100] * 14
+    ms = telemetry_metrics.derive(series([i / 10 for i in range(20)], {0: {"reasons": masks, "util": util}},
+                                         period=0.1))
+    assert metric(ms, "gpu.throttle_pct", 0, reason="hw_slowdown") == 0.0
+    assert metric(ms, "gpu.throttle_pct", 0, reason="any") == 0.0
+
+
+def test_a_single_hw_slowdown_sample_under_load_is_a_clock_change_but_a_persistent_one_counts():
+    masks = [0] * 4 + [HS] + [0] * 5 + [HS] * 6 + [0] * 4  # 1 sample (0.1 s), then 6 samples (0.6 s)
+    util = [100] * 20
+    ms = telemetry_metrics.derive(series([i / 10 for i in range(20)], {0: {"reasons": masks, "util": util}},
+                                         period=0.1))
+    assert metric(ms, "gpu.throttle_pct", 0, reason="hw_slowdown") == 30.0  # 6 of 20 busy samples
+    assert metric(ms, "gpu.throttle_pct", 0, reason="any") == 30.0
+
+
+def test_throttling_counts_over_busy_samples_only():
+    masks = [clockreasons.BITS["power_cap"]] * 10 + [0] * 10  # power cap only while idle
+    util = [0] * 10 + [100] * 10
+    assert telemetry_metrics.throttle_pct(masks, util, 2)["power_cap"] == 0.0
+    assert telemetry_metrics.throttle_pct(masks, [], 2)["power_cap"] == 50.0  # never busy: every sample

@@ -2,8 +2,9 @@
 
 It answers the calls harness/platform/nvml.py makes, raising an NVMLError carrying `.value`
 as the real binding does: 3 (Not Supported) for a field a GPU lacks, 15 (GPU is lost) once a
-GPU has "fallen off the bus". Each GPU counts its telemetry reads (temperature reads), so a
-throttle pattern or a loss can be tied to the sample number.
+GPU has "fallen off the bus", or any code set as a GPU's `fault` (16 Reset Required, 999
+Unknown); `open_error` makes nvmlDeviceGetHandleByIndex fail for that GPU. Each GPU counts its
+telemetry reads (temperature reads), so a throttle pattern or a loss can be tied to the sample number.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ import pytest
 
 NOT_SUPPORTED = 3
 GPU_IS_LOST = 15
+RESET_REQUIRED = 16
+NO_PERMISSION = 4
+FI_MEMORY_TEMP, FI_POWER_INSTANT = 82, 186
 POWER_CAP = 0x4
 HW_SLOWDOWN = 0x8
 IDLE = 0x1
@@ -25,7 +29,9 @@ IDLE = 0x1
 
 class NVMLError(Exception):
     def __init__(self, value: int) -> None:
-        super().__init__({NOT_SUPPORTED: "Not Supported", GPU_IS_LOST: "GPU is lost"}.get(value, "Unknown"))
+        super().__init__({NOT_SUPPORTED: "Not Supported", GPU_IS_LOST: "GPU is lost",
+                          NO_PERMISSION: "Insufficient Permissions",
+                          RESET_REQUIRED: "GPU requires restart"}.get(value, "Unknown"))
         self.value = value
 
 
@@ -36,7 +42,8 @@ class FakeGpu:
     name: str = "NVIDIA H200"
     temp: float | Callable[[int], float] = 62.0
     mem_temp: float | None = 55.0
-    power_w: float | Callable[[int], float] = 650.0
+    power_w: float | Callable[[int], float] = 650.0  # nvmlDeviceGetPowerUsage (the 1-s average)
+    power_instant_w: float | Callable[[int], float] | None = None  # FI_DEV_POWER_INSTANT; None: absent
     energy: bool = True  # has the total-energy counter
     sm_clock: float | Callable[[int], float] = 1980.0
     mem_clock: float = 3201.0
@@ -53,6 +60,8 @@ class FakeGpu:
     nvlinks: int = 18
     nvlinks_down: int = 0
     lost_after: int | None = None  # reads after which the GPU is gone
+    fault: int | None = None  # every read raises NVMLError(fault), e.g. RESET_REQUIRED
+    open_error: int | None = None  # nvmlDeviceGetHandleByIndex raises NVMLError(open_error)
     power_limit_w: float | None = 700.0  # enforced
     default_limit_w: float | None = 700.0
     thresholds: dict[int, float] = field(default_factory=lambda: {0: 92.0, 1: 87.0, 2: 95.0})  # C
@@ -63,8 +72,10 @@ class FakeGpu:
         return float(v(self.reads) if callable(v) else v)
 
 
-def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550.90.12") -> types.ModuleType:
-    """A fake `pynvml` module over these GPUs (handles are GPU indices)."""
+def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550.90.12",
+           temperature_v: bool = False) -> types.ModuleType:
+    """A fake `pynvml` module over these GPUs (handles are GPU indices). `temperature_v`: the binding
+    has nvmlDeviceGetTemperatureV and no longer nvmlDeviceGetTemperature (nvidia-ml-py 13+)."""
     m = types.ModuleType("pynvml")
     m.NVMLError = NVMLError  # type: ignore[attr-defined]
     consts = dict(NVML_TEMPERATURE_GPU=0, NVML_CLOCK_SM=1, NVML_CLOCK_MEM=2,
@@ -81,7 +92,14 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
         g = gpus[h]
         if g.lost_after is not None and g.reads > g.lost_after:
             raise NVMLError(GPU_IS_LOST)
+        if g.fault is not None:
+            raise NVMLError(g.fault)
         return g
+
+    def handle(i: int) -> int:
+        if gpus[i].open_error is not None:
+            raise NVMLError(gpus[i].open_error)  # type: ignore[arg-type]
+        return i
 
     def init() -> None:
         if fail_init:
@@ -94,9 +112,13 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
 
     def field_values(h: int, ids: list[int]) -> list[types.SimpleNamespace]:
         g = gpu(h)
-        ok = g.mem_temp is not None
-        return [types.SimpleNamespace(nvmlReturn=0 if ok else NOT_SUPPORTED,
-                                      value=types.SimpleNamespace(uiVal=int(g.mem_temp or 0)))]
+        out = []
+        for fid in ids:
+            instant = None if g.power_instant_w is None else g.at(g.power_instant_w) * 1000
+            v = {FI_MEMORY_TEMP: g.mem_temp, FI_POWER_INSTANT: instant}.get(fid)
+            out.append(types.SimpleNamespace(nvmlReturn=NOT_SUPPORTED if v is None else 0,
+                                             value=types.SimpleNamespace(uiVal=int(v or 0))))
+        return out
 
     def energy(h: int) -> int:
         g = gpu(h)
@@ -150,7 +172,7 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
     fns: dict[str, Callable[..., object]] = {
         "nvmlInit": init, "nvmlShutdown": lambda: None,
         "nvmlSystemGetDriverVersion": lambda: driver, "nvmlSystemGetCudaDriverVersion_v2": lambda: 12040,
-        "nvmlDeviceGetCount": lambda: len(gpus), "nvmlDeviceGetHandleByIndex": lambda i: i,
+        "nvmlDeviceGetCount": lambda: len(gpus), "nvmlDeviceGetHandleByIndex": handle,
         "nvmlDeviceGetName": lambda h: gpu(h).name, "nvmlDeviceGetUUID": lambda h: f"GPU-{h:08x}-fake",
         "nvmlDeviceGetSerial": lambda h: f"17537240318{h:02d}",
         "nvmlDeviceGetVbiosVersion": lambda h: "96.00.A5",
@@ -176,6 +198,8 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
         "nvmlDeviceGetPowerManagementDefaultLimit": lambda h: milliwatts(gpu(h).default_limit_w),
         "nvmlDeviceGetTemperatureThreshold": threshold,
     }
+    if temperature_v:
+        fns["nvmlDeviceGetTemperatureV"] = fns.pop("nvmlDeviceGetTemperature")
     for name, fn in fns.items():
         setattr(m, name, fn)
     return m
