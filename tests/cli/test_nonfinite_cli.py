@@ -30,6 +30,8 @@ checks:
       argv: [echo, "bw: 10"]
       metrics:
         - {{name: app.bw, unit: GB/s, regex: 'bw: (?P<value>\\S+)'}}
+    expect:
+      - {{metric: app.bw, unit: GB/s, min: 5}}
 """
 
 

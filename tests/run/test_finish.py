@@ -20,8 +20,10 @@ from harness.report.outputs import HTML_NAME, JUNIT_NAME, RENDERERS
 from harness.run import finish, progress, retention
 from harness.run import session as app
 
-TWO = ("name: two\nchecks:\n  - {id: first, kind: command, params: {argv: [/bin/true]}}\n"
-       "  - {id: last, kind: command, params: {argv: [/bin/true]}}\n")
+JUDGED = "[{metric: command.duration, max: 3600, unit: s}]"  # a rule, so a check passes (not recorded)
+TWO = ("name: two\nchecks:\n"
+       f"  - {{id: first, kind: command, params: {{argv: [/bin/true]}}, expect: {JUDGED}}}\n"
+       f"  - {{id: last, kind: command, params: {{argv: [/bin/true]}}, expect: {JUDGED}}}\n")
 
 
 def node() -> dict[str, Any]:
@@ -174,8 +176,9 @@ def test_a_signal_after_the_last_check_leaves_verdict_and_exit_code_agreeing(
 
 
 def test_a_signal_during_the_last_check_makes_every_output_say_incomplete(tmp_path: Path):
-    suite = ("name: two\nchecks:\n  - {id: first, kind: command, params: {argv: [/bin/true]}}\n"
-             "  - {id: last, kind: command, params: {argv: [sleep, '30']}}\n")
+    suite = ("name: two\nchecks:\n"
+             f"  - {{id: first, kind: command, params: {{argv: [/bin/true]}}, expect: {JUDGED}}}\n"
+             f"  - {{id: last, kind: command, params: {{argv: [sleep, '30']}}, expect: {JUDGED}}}\n")
     timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
     timer.start()
     out: list[str] = []

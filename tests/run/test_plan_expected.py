@@ -6,6 +6,7 @@ from pathlib import Path
 
 from clihelp import write
 
+from harness.checks.registry import kinds
 from harness.config import load_profile, load_suite
 from harness.run.plan import build
 
@@ -23,7 +24,7 @@ checks:
 def expected(tmp_path: Path, profile_text: str) -> dict[str, str]:
     suite = write(tmp_path / "s.yaml", SUITE)
     profile = write(tmp_path / "p.yaml", profile_text)
-    return {pc.id: pc.expected_by for pc in build(load_suite(suite), load_profile(profile))}
+    return {pc.id: pc.expected_by for pc in build(load_suite(suite, kinds()), load_profile(profile))}
 
 
 def test_the_hardware_block_expects_the_checks_its_rules_apply_to(tmp_path: Path):
@@ -45,6 +46,6 @@ def test_metric_only_rules_expect_nothing_and_named_ones_do(tmp_path: Path):
 
 def test_the_shipped_generic_profile_expects_no_drive_check(tmp_path: Path):
     """A node without NVMe or md must not be UNTESTED under generic: its drive rules name metrics."""
-    suite = load_suite(Path(__file__).parents[2] / "suites" / "storage.yaml")
+    suite = load_suite(Path(__file__).parents[2] / "suites" / "storage.yaml", kinds())
     got = {pc.id: pc.expected_by for pc in build(suite, load_profile("generic"))}
     assert got["nvme-health"] == "" and got["md-raid"] == "" and got["nvme-all-read"] == ""

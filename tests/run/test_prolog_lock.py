@@ -31,7 +31,7 @@ def test_every_kind_says_whether_it_loads_the_node() -> None:
     readers = {n for n, k in table.items() if k.loads_node is False}
     assert {"config_audit", "inventory", "gpu_health", "nvme_health", "mdraid"} <= readers
     assert not {"fio", "gpu_burn", "nccl", "iperf3", "power_headroom"} & readers
-    prolog = config.load_suite(ROOT / "suites" / "prolog.yaml")
+    prolog = config.load_suite(ROOT / "suites" / "prolog.yaml", kinds())
     planned = plan.build(prolog, config.load_profile("generic"), (), ())
     assert not any(pc.check.kind.loads(pc.check.params) for pc in planned)
     assert table["command"].loads(table["command"].params.model_validate({"argv": ["x"]}))

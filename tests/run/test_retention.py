@@ -10,7 +10,8 @@ from typing import Any
 from harness.run import retention
 from harness.run import session as app
 
-SUITE = "name: gate\nchecks:\n  - {id: ok, kind: command, params: {argv: [/bin/true]}}\n"
+SUITE = ("name: gate\nchecks:\n  - {id: ok, kind: command, params: {argv: [/bin/true]},\n"
+         "    expect: [{metric: command.duration, max: 3600, unit: s}]}\n")
 
 
 def quiet_run(tmp_path: Path, keep: int, out: Path, quiet: bool = True) -> Path:
