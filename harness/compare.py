@@ -283,3 +283,21 @@ def finite_metrics(metrics: Sequence[Metric]) -> tuple[list[Metric], list[str]]:
             labels = ",".join(f"{k}={v}" for k, v in m.labels.items())
             problems.append(f"{m.name}{{{labels}}} is not a finite number ({m.value!r})")
     return good, problems
+
+
+def describe_rule(rule: OwnRule) -> str:
+    """One dry-run line, unindented: 'expect net.error_delta{} each: <= 0 count  [warn; check param
+    max_error_delta 0]', 'expect rdma.bw_avg{} by device: >= 0.9 x the median of its siblings
+    (3 or more)  [fail; sibling rule]'."""
+    if isinstance(rule, siblings.SiblingRule):
+        return f"expect {rule.metric}{{}} by {','.join(rule.vary)}: {rule.describe()}  " \
+               f"[{rule.severity}; {siblings.SOURCE}]"
+    ex = rule.expectation
+    sel = ",".join(f"{k}={v}" for k, v in sorted(ex.labels.items()))
+    if ex.sibling is not None:
+        sib = sibling_rule(ex)
+        what = f"by {','.join(sib.vary)}: {sib.describe(ex.unit)}"
+    else:
+        what = f"{ex.reduce}: {describe_band(*band(ex), ex.unit)}"
+    flags = "".join(f", {f}" for f, on in (("xfail", ex.xfail), ("if measured", ex.if_measured)) if on)
+    return f"expect {ex.metric}{{{sel}}} {what}  [{ex.severity}{flags}; {rule.source}]"

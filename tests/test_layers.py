@@ -10,7 +10,7 @@ imports do not. Why the rows are where they are:
   export reads what they leave (run directories, fleet directories, the history store) as tables.
 - checks measure; history stores runs and writes their reports, so it sits above report.
 - report renders records and knows nothing of how they were made.
-- audit, compare and ownrules judge: they read config's expectations and rules (compare takes
+- audit and compare judge: they read config's expectations and rules (compare takes
   config's Expectation), and checks, history and run call them. They are pure.
 - config knows check kinds only through the KindSpec Protocol (the caller hands it the registry);
   it may use series' pure PSU logic to validate a profile's PSU policy.
@@ -19,7 +19,7 @@ imports do not. Why the rows are where they are:
 - engines are `python -m` programs: they import nothing of ours but engines.io.
 - parsers are pure text -> metrics.
 - vocabulary: the top-level modules. results/catalog/siblings/fsutil build on the base types in
-  model, units, facts, bmc_model and errors, which import nothing of ours but each other.
+  model, units, facts and errors, which import nothing of ours but each other.
 """
 
 from __future__ import annotations
@@ -36,14 +36,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("run", "fleet", "export"),
     ("checks", "history"),
     ("report",),
-    ("audit", "compare", "ownrules"),
+    ("audit", "compare"),
     ("config",),
     ("series",),
     ("platform",),
     ("engines",),
     ("parsers",),
     ("results", "catalog", "siblings", "fsutil"),
-    ("model", "units", "facts", "bmc_model", "errors", "__init__"),
+    ("model", "units", "facts", "errors", "__init__"),
 )
 RANKS = ranks_from(LAYERS)
 

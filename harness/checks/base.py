@@ -148,7 +148,7 @@ class CheckKind:
     # Expected duration in seconds for the progress display, when the kind can tell.
     estimate_s: Callable[[Any], float] | None = None
     # The rules the kind adds itself from its params (a max_error_delta, a sibling tolerance):
-    # compare.judge applies exactly these and --dry-run lists them (ownrules.describe).
+    # compare.judge applies exactly these and --dry-run lists them (compare.describe_rule).
     own_rules: Callable[[Any], Sequence[OwnRule]] | None = None
     # Params with the profile's settings filled in where the suite left them unset (the profile's
     # hardware block as a dict); applied once when the plan is built, so run and --dry-run agree.

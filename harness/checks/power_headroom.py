@@ -32,13 +32,12 @@ from typing import Any, Literal, Optional
 from pydantic import Field
 
 from harness import catalog
-from harness.bmc_model import BmcReading, BmcSource
 from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.checks.loadgroup import InterruptWatch, LoadGroup
 from harness.config.bmc import BmcConfig
 from harness.errors import ConfigError, HarnessError, SkipCheck, ToolError
-from harness.model import Metric
+from harness.model import BmcReading, BmcSource, Metric
 from harness.parsers import burnlog
 from harness.parsers.base import last_line
 from harness.platform import nvml, proc

@@ -12,8 +12,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, Optional
 
-from harness.bmc_model import BmcReading
-from harness.model import Metric
+from harness.model import BmcReading, Metric
 from harness.units import CELSIUS, COUNT, WATT
 
 # "PSU1", "PS 1", "PS1", "Power Supply 1", "P/S 2", "PSU_3", "PWS-4"

@@ -18,8 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from harness.bmc_model import BmcReading
-from harness.model import Metric
+from harness.model import BmcReading, Metric
 from harness.parsers import ipmi_sdr
 from harness.parsers.base import ParseResult, invalid
 from harness.parsers.bmcread import reading_metrics

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
-from harness.bmc_model import BmcReading, PsuReading
+from harness.model import BmcReading, PsuReading
 from harness.parsers.bmcread import all_or_none, label_order, psu_number
 
 STATUS_WORDS = frozenset({"ok", "ns", "nc", "cr", "nr", "na", "lnr", "lcr", "lnc", "unc", "ucr", "unr"})

@@ -32,8 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from harness.bmc_model import BmcReading, PsuReading
-from harness.model import Metric
+from harness.model import BmcReading, Metric, PsuReading
 from harness.parsers.base import ParseResult, invalid
 from harness.parsers.bmcread import all_or_none, label_order, psu_label, reading_metrics, watts
 from harness.units import WATT

@@ -1,6 +1,6 @@
 """The only module that talks to a BMC: ipmitool (in-band or over the LAN) and Redfish (HTTPS).
 
-Both sources return a BmcReading (harness/bmc_model.py) built by the pure parsers, and keep
+Both sources return a BmcReading (harness/model.py) built by the pure parsers, and keep
 `notes` (what was learned about the BMC, e.g. "no DCMI", once each) and `last_raw` (name -> the
 BMC's own output of the latest read: ipmitool's stdout, or the Redfish bundle that parse kind
 `redfish-power` reads back). Secrets never reach argv, logs, results or raw-output names:
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Protocol
 
-from harness.bmc_model import BmcReading, BmcSource
 from harness.errors import ToolError, ToolTimeout
+from harness.model import BmcReading, BmcSource
 from harness.parsers import ipmi, ipmi_sdr, redfish
 from harness.platform import proc
 from harness.platform.redfish_client import RedfishClient

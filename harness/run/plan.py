@@ -7,9 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from harness import ownrules
 from harness.checks import config_audit
-from harness.compare import OwnRule, Rule, applicable, band, describe_band
+from harness.compare import OwnRule, Rule, applicable, band, describe_band, describe_rule
 from harness.config.factrule import plan_lines
 from harness.config.models import Expectation, Profile
 from harness.errors import UsageError
@@ -204,6 +203,6 @@ def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profil
         elif not pc.rules and not own and not built_in:
             lines.append("   (no expectations: metrics are recorded only)")
         lines += [f"   verdict: {v}" for v in built_in]
-        lines += [f"   {ownrules.describe(r)}" for r in (*pc.rules, *own)]
+        lines += [f"   {describe_rule(r)}" for r in (*pc.rules, *own)]
         lines.append("")
     return "\n".join(lines)

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from harness.bmc_model import BmcReading
-from harness.model import Finding, Metric, Outcome
+from harness.model import BmcReading, Finding, Metric, Outcome
 from harness.platform.nvml import GpuLimits, GpuSample
 from harness.series import psu as power
 from harness.units import CELSIUS, COUNT, PERCENT, WATT

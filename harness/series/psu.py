@@ -19,8 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from harness.bmc_model import BmcReading
-from harness.model import Finding, Outcome
+from harness.model import BmcReading, Finding, Outcome
 from harness.units import COUNT
 
 SOURCE = "power_headroom"

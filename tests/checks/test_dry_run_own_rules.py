@@ -16,9 +16,9 @@ import pytest
 from clihelp import harness, results, run_dirs, write
 from ibsysfs import h100_tree
 
-from harness import ownrules, siblings
+from harness import siblings
 from harness.checks.registry import kinds
-from harness.compare import Rule
+from harness.compare import Rule, describe_rule
 from harness.platform import facts
 
 BARE = "name: bare\n"  # a profile without expectations: every rule listed is the suite's or the kind's
@@ -158,7 +158,7 @@ def test_every_kinds_own_rules_are_about_metrics_it_produces():
         for r in rules:
             metric = r.metric if isinstance(r, siblings.SiblingRule) else r.expectation.metric
             assert metric in names, (kind.name, metric)
-            assert isinstance(r, (Rule, siblings.SiblingRule)) and ownrules.describe(r).startswith("expect ")
+            assert isinstance(r, (Rule, siblings.SiblingRule)) and describe_rule(r).startswith("expect ")
         checked += 1
     assert checked >= 6
 

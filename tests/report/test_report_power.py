@@ -13,8 +13,7 @@ from typing import Any
 import pytest
 import report_samples as samples
 
-from harness.bmc_model import BmcReading, PsuReading
-from harness.model import CheckResult, Evaluation, Metric, Outcome, Status
+from harness.model import BmcReading, CheckResult, Evaluation, Metric, Outcome, PsuReading, Status
 from harness.platform.nvml import GpuSample
 from harness.report.html import render_html
 from harness.report.outputs import write_reports

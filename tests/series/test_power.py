@@ -14,10 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.bmc_model import BmcReading, PsuReading
 from harness.config import load_profile
 from harness.errors import ConfigError
-from harness.model import Outcome
+from harness.model import BmcReading, Outcome, PsuReading
 from harness.platform.nvml import GpuLimits, GpuSample
 from harness.series import power as power_series
 from harness.series import psu as power

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.bmc_model import BmcReading
-from harness.model import Outcome
+from harness.model import BmcReading, Outcome
 from harness.parsers import redfish
 from harness.series import psu as power
 from harness.series.psu import BmcTick, PsuPolicy

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-from harness.bmc_model import BmcReading, PsuReading
 from harness.errors import ToolError
+from harness.model import BmcReading, PsuReading
 
 Watts = Union[float, Callable[[int], float]]
 
