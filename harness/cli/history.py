@@ -12,7 +12,8 @@ import click
 
 HISTORY_OPTION = click.option(
     "--history", "history", type=click.Path(dir_okay=False, path_type=Path), envvar="HARNESS_HISTORY",
-    help="history store (default: $HARNESS_HISTORY, else reports/history.sqlite)")
+    help="history store (default: $HARNESS_HISTORY, else the node's store: "
+         "/var/lib/harness/history.sqlite as root, ~/.local/state/harness/history.sqlite otherwise)")
 
 
 class _DefaultGroup(click.Group):
@@ -57,7 +58,8 @@ def capture(run_dirs: tuple[Path, ...], name: str, output: Path | None, extends:
 
 @click.group(cls=_DefaultGroup)
 def history() -> None:
-    """Runs of a node over time (`history [NODE]`), or `history import RUN_DIR...`."""
+    """Runs of a node over time (`history [NODE]`), `history import RUN_DIR...`, or
+    `history pin RUN --as go-live`."""
 
 
 @history.command("show")
@@ -105,6 +107,31 @@ def import_cmd(run_dirs: tuple[Path, ...], history: Path | None) -> None:
     click.echo(f"imported {len(rows)} run(s) into {path}")
 
 
+@history.command("pin")
+@click.argument("run_id")
+@click.option("--as", "kind", type=click.Choice(["go-live"]), required=True,
+              help="what the run becomes for its node: go-live (the reference of `vs: golive` drift rules)")
+@HISTORY_OPTION
+def pin(run_id: str, kind: str, history: Path | None) -> None:
+    """Pin RUN_ID (a run recorded in the store) as its node's go-live run."""
+    from harness.errors import UsageError
+    from harness.history import view as hv
+
+    store = hv.open_existing(history)
+    try:
+        found = store.run(run_id)
+        if found is None:
+            raise UsageError(f"no run {run_id!r} in {store.path} (see `harness history NODE`)")
+        if found.verdict != "ACCEPTED":
+            raise UsageError(f"{run_id} is {found.verdict}: only an accepted run can be the {kind} run")
+        row = store.pin(run_id, kind)
+        node = store.node(row.node_id)
+    finally:
+        store.close()
+    click.echo(f"{run_id} ({row.suite}, {row.verdict}, {row.started}) is now the {kind} run of node "
+               f"{node.name if node else row.node_id}")
+
+
 @click.command()
 @click.argument("run_a")
 @click.argument("run_b")
@@ -120,8 +147,11 @@ def compare(run_a: str, run_b: str, history: Path | None, as_json: bool) -> None
     if as_json:
         click.echo(json.dumps(runcompare.to_json(a, b, rows), indent=2))
         return
-    title = f"A = {a.run_id} ({a.verdict})   B = {b.run_id} ({b.verdict})"
-    text = hv.render_table(title, ["series", "A", "B", "unit", "Δ", ""], runcompare.table_rows(rows),
-                           right=(1, 2, 4), wrap=(0,))
+    title = (f"A = {a.run_id} ({a.suite.get('name', '?')}, {a.verdict})   "
+             f"B = {b.run_id} ({b.suite.get('name', '?')}, {b.verdict})")
+    for note in runcompare.notes(a, b):
+        click.echo(f"note: {note}")
+    text = hv.render_table(title, ["series", "A", "B", "unit", "Δ", "better", ""],
+                           runcompare.table_rows(rows), right=(1, 2, 4), wrap=(0,))
     if text is not None:
         click.echo(text)
