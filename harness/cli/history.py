@@ -37,8 +37,10 @@ def baseline() -> None:
               help="profile file to write (default: profiles/NAME.yaml)")
 @click.option("--extends", help="profile (name or file) this baseline overrides")
 @click.option("--force", is_flag=True, help="replace an existing output file")
+@click.option("--tails", type=click.Choice(["warn", "fail"]), default="warn", show_default=True,
+              help="severity of latency-tail rules (p99, p99.9): they scatter more than throughput")
 def capture(run_dirs: tuple[Path, ...], name: str, output: Path | None, extends: str | None,
-            force: bool) -> None:
+            force: bool, tails: str) -> None:
     """Write a profile from the metrics of one or more accepted RUN_DIRS."""
     from harness import config, results
     from harness.errors import UsageError
@@ -50,8 +52,10 @@ def capture(run_dirs: tuple[Path, ...], name: str, output: Path | None, extends:
         extends = bl.extends_value(extends, out)
     if out.suffix not in (".yaml", ".yml"):
         raise UsageError(f"{out}: a profile file ends in .yaml")
-    captured = bl.capture([results.load(d) for d in run_dirs], name, extends)
+    captured = bl.capture([results.load(d) for d in run_dirs], name, extends, tails=tails)
     bl.write(captured, out, force=force)
+    for warning in captured.warnings:
+        click.echo(f"warning: {warning}", err=True)
     click.echo(f"wrote {out}: {len(captured.doc['expectations'])} expectation(s) from "
                f"{len(run_dirs)} run(s); {len(captured.skipped)} series not baselined (listed in the file)")
 
