@@ -53,6 +53,7 @@ class RunPoint:
     verdict: str
     values: Mapping[SeriesKey, float] = field(default_factory=dict)
     suite: str = ""
+    params: Mapping[str, str] = field(default_factory=dict)  # check id -> parameter digest
 
 
 @dataclass(frozen=True)

@@ -156,7 +156,8 @@ def load_points(store: Store, rows: Sequence[RunRow], record: RunRecord,
     metrics = store.metrics([r.run_id for r in picked])
     return [RunPoint(r.run_id, r.started, r.verdict,
                      {k: v for k, (v, _) in collapse(metrics[r.run_id], r.identity,
-                                                     _params_of(r, record)).items()}, r.suite)
+                                                     _params_of(r, record)).items()}, r.suite,
+                     _params_of(r, record))
             for r in picked]
 
 
@@ -167,12 +168,18 @@ def current_series(record: RunRecord, ident: NodeIdentity) -> dict[SeriesKey, tu
 
 def references(record: RunRecord, points: Sequence[RunPoint], golive_id: str | None,
                current: Mapping[SeriesKey, tuple[float, str]]) -> tuple[RunPoint | None, RunPoint | None]:
-    """(go-live, previous): the go-live run's point, and the latest earlier run of this suite that
-    measured a series of this run (the one drift compares with and the report names)."""
+    """(go-live, previous): the go-live run's point, and the latest earlier run of this suite whose
+    checks ran with this run's parameters and that measured a series of this run (the one drift
+    compares with and the report names)."""
     golive = next((p for p in points if p.run_id == golive_id), None)
     suite = str(record.suite.get("name", ""))
-    previous = next((p for p in reversed(points)
-                     if p.suite == suite and any(k in p.values for k in current)), None)
+    mine = suite_params(record.suite)
+
+    def alike(p: RunPoint) -> bool:
+        return p.suite == suite and all(p.params[c] == v for c, v in mine.items() if c in p.params) \
+            and any(k in p.values for k in current)
+
+    previous = next((p for p in reversed(points) if alike(p)), None)
     return golive, previous
 
 
