@@ -22,6 +22,8 @@ def capture(output: Path, extends: str | None, name: str | None, force: bool) ->
     """Write this node's facts as a profile whose config: rules it passes."""
     from harness.audit.capture import capture_to
 
-    path, n = capture_to(output, name=name, extends=extends, force=force)
+    path, n, refused = capture_to(output, name=name, extends=extends, force=force)
+    for why in refused:
+        click.echo(f"warning: not captured: {why}", err=True)
     click.echo(f"{path}: {n} config rules; check another node with: "
                f"harness run quick --profile {path}")

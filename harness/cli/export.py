@@ -14,7 +14,7 @@ import click
               help="export the history store instead: every run, or SOURCE's (a node: hostname, "
                    "serial or id)")
 @click.option("--store", type=click.Path(dir_okay=False, path_type=Path), envvar="HARNESS_HISTORY",
-              help="with --history: the store (default: $HARNESS_HISTORY, else reports/history.sqlite)")
+              help="with --history: the store (default: $HARNESS_HISTORY, else the node's store)")
 @click.option("--format", "fmt", type=click.Choice(["csv", "jsonl", "parquet"]),
               help="default: from the --output suffix, else csv")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path),

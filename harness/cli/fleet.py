@@ -87,11 +87,14 @@ def fleet() -> None:
 @click.option("--start-timeout", default="30m", show_default=True,
               help="cancel and error a node's job not started by then (e.g. 90s, 10m)")
 @click.option("--poll-interval", default="10s", show_default=True, help="how often to ask Slurm")
+@click.option("--history", metavar="PATH",
+              help="one history store for every node, on a file system all nodes mount at the same path "
+                   "('off' records nothing; default: each node's own store)")
 @_options(_prom + _outliers)
 def run_cmd(suite: str, nodes: str, output: Path, profile: str | None, partition: str | None,
             account: str | None, time_limit: str | None, no_wait: bool, drain_failed: bool,
-            start_timeout: str, poll_interval: str, prom_textfile: Path | None, pushgateway: str | None,
-            threshold: float, min_nodes: int) -> None:
+            start_timeout: str, poll_interval: str, history: str | None, prom_textfile: Path | None,
+            pushgateway: str | None, threshold: float, min_nodes: int) -> None:
     """Run SUITE on every node of --nodes, one exclusive Slurm job per node."""
     from harness.fleet import commands
 
@@ -100,7 +103,7 @@ def run_cmd(suite: str, nodes: str, output: Path, profile: str | None, partition
         time_limit=time_limit, wait=not no_wait, drain_failed=drain_failed,
         start_timeout_s=_seconds(start_timeout, "--start-timeout"),
         poll_s=_seconds(poll_interval, "--poll-interval"), exports=_exports(prom_textfile, pushgateway),
-        settings=_settings(threshold, min_nodes)))
+        settings=_settings(threshold, min_nodes), history=history))
 
 
 @fleet.command()

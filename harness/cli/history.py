@@ -12,7 +12,8 @@ import click
 
 HISTORY_OPTION = click.option(
     "--history", "history", type=click.Path(dir_okay=False, path_type=Path), envvar="HARNESS_HISTORY",
-    help="history store (default: $HARNESS_HISTORY, else reports/history.sqlite)")
+    help="history store (default: $HARNESS_HISTORY, else the node's store: "
+         "/var/lib/harness/history.sqlite as root, ~/.local/state/harness/history.sqlite otherwise)")
 
 
 class _DefaultGroup(click.Group):
@@ -36,8 +37,10 @@ def baseline() -> None:
               help="profile file to write (default: profiles/NAME.yaml)")
 @click.option("--extends", help="profile (name or file) this baseline overrides")
 @click.option("--force", is_flag=True, help="replace an existing output file")
+@click.option("--tails", type=click.Choice(["warn", "fail"]), default="warn", show_default=True,
+              help="severity of latency-tail rules (p99, p99.9): they scatter more than throughput")
 def capture(run_dirs: tuple[Path, ...], name: str, output: Path | None, extends: str | None,
-            force: bool) -> None:
+            force: bool, tails: str) -> None:
     """Write a profile from the metrics of one or more accepted RUN_DIRS."""
     from harness import config, results
     from harness.errors import UsageError
@@ -49,15 +52,18 @@ def capture(run_dirs: tuple[Path, ...], name: str, output: Path | None, extends:
         extends = bl.extends_value(extends, out)
     if out.suffix not in (".yaml", ".yml"):
         raise UsageError(f"{out}: a profile file ends in .yaml")
-    captured = bl.capture([results.load(d) for d in run_dirs], name, extends)
+    captured = bl.capture([results.load(d) for d in run_dirs], name, extends, tails=tails)
     bl.write(captured, out, force=force)
+    for warning in captured.warnings:
+        click.echo(f"warning: {warning}", err=True)
     click.echo(f"wrote {out}: {len(captured.doc['expectations'])} expectation(s) from "
                f"{len(run_dirs)} run(s); {len(captured.skipped)} series not baselined (listed in the file)")
 
 
 @click.group(cls=_DefaultGroup)
 def history() -> None:
-    """Runs of a node over time (`history [NODE]`), or `history import RUN_DIR...`."""
+    """Runs of a node over time (`history [NODE]`), `history import RUN_DIR...`, or
+    `history pin RUN --as go-live`."""
 
 
 @history.command("show")
@@ -105,6 +111,31 @@ def import_cmd(run_dirs: tuple[Path, ...], history: Path | None) -> None:
     click.echo(f"imported {len(rows)} run(s) into {path}")
 
 
+@history.command("pin")
+@click.argument("run_id")
+@click.option("--as", "kind", type=click.Choice(["go-live"]), required=True,
+              help="what the run becomes for its node: go-live (the reference of `vs: golive` drift rules)")
+@HISTORY_OPTION
+def pin(run_id: str, kind: str, history: Path | None) -> None:
+    """Pin RUN_ID (a run recorded in the store) as its node's go-live run."""
+    from harness.errors import UsageError
+    from harness.history import view as hv
+
+    store = hv.open_existing(history)
+    try:
+        found = store.run(run_id)
+        if found is None:
+            raise UsageError(f"no run {run_id!r} in {store.path} (see `harness history NODE`)")
+        if found.verdict != "ACCEPTED":
+            raise UsageError(f"{run_id} is {found.verdict}: only an accepted run can be the {kind} run")
+        row = store.pin(run_id, kind)
+        node = store.node(row.node_id)
+    finally:
+        store.close()
+    click.echo(f"{run_id} ({row.suite}, {row.verdict}, {row.started}) is now the {kind} run of node "
+               f"{node.name if node else row.node_id}")
+
+
 @click.command()
 @click.argument("run_a")
 @click.argument("run_b")
@@ -120,8 +151,11 @@ def compare(run_a: str, run_b: str, history: Path | None, as_json: bool) -> None
     if as_json:
         click.echo(json.dumps(runcompare.to_json(a, b, rows), indent=2))
         return
-    title = f"A = {a.run_id} ({a.verdict})   B = {b.run_id} ({b.verdict})"
-    text = hv.render_table(title, ["series", "A", "B", "unit", "Δ", ""], runcompare.table_rows(rows),
-                           right=(1, 2, 4), wrap=(0,))
+    title = (f"A = {a.run_id} ({a.suite.get('name', '?')}, {a.verdict})   "
+             f"B = {b.run_id} ({b.suite.get('name', '?')}, {b.verdict})")
+    for note in runcompare.notes(a, b):
+        click.echo(f"note: {note}")
+    text = hv.render_table(title, ["series", "A", "B", "unit", "Δ", "better", ""],
+                           runcompare.table_rows(rows), right=(1, 2, 4), wrap=(0,))
     if text is not None:
         click.echo(text)

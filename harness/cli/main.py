@@ -47,8 +47,9 @@ def cli() -> None:
 @click.option("--resume", metavar="RUN_DIR", type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="finish a killed or interrupted run: rerun only its unfinished checks")
 @click.option("--history", type=click.Path(dir_okay=False, path_type=Path), envvar="HARNESS_HISTORY",
-              help="history store to record into (default: $HARNESS_HISTORY, else OUTPUT/history.sqlite; "
-                   "'off' records nothing)")
+              help="history store to record into (default: $HARNESS_HISTORY, else the node's store: "
+                   "/var/lib/harness/history.sqlite as root, ~/.local/state/harness/history.sqlite "
+                   "otherwise, whatever --output is; 'off' records nothing)")
 @click.option("--quiet", "-q", is_flag=True,
               help="print one line (verdict, failures, report) for a Slurm prolog or HealthCheckProgram")
 @click.option("--keep", type=click.IntRange(min=1), default=DEFAULT_KEEP, show_default=True,

@@ -62,8 +62,11 @@ class LoadedProfile:
 # ---------------------------------------------------------------- expectations
 
 def _expectation_problems(doc: Doc, prefix: PathKey, known: Mapping[str, MetricSpec],
-                          check_unknown: bool, hint: str = "") -> tuple[list[ConfigProblem], set[PathKey]]:
-    """Metric names and units of the raw expectations at `prefix`; also the unit paths judged."""
+                          check_unknown: bool, hint: str = "", declared_ok: bool = False
+                          ) -> tuple[list[ConfigProblem], set[PathKey]]:
+    """Metric names and units of the raw expectations at `prefix`; also the unit paths judged.
+    With `declared_ok`, a metric outside the catalogue is accepted when the rule names its `check`
+    and `unit` (a metric a command check declares, as `harness baseline capture` writes it)."""
     out: list[ConfigProblem] = []
     judged: set[PathKey] = set()
     items = doc.get(prefix)
@@ -75,7 +78,8 @@ def _expectation_problems(doc: Doc, prefix: PathKey, known: Mapping[str, MetricS
         metric, unit, here = item["metric"], item.get("unit"), (*prefix, j)
         spec = known.get(metric)
         if spec is None:
-            if check_unknown and metric:
+            declared = declared_ok and bool(item.get("check")) and isinstance(unit, str) and bool(unit)
+            if check_unknown and metric and not declared:
                 out.append(doc.problem((*here, "metric"), f"unknown metric {metric!r}"
                                                           f"{did_you_mean(metric, known)}{hint}"))
             continue
@@ -193,7 +197,7 @@ def _profile_chain(path: Path, problems: list[ConfigProblem], stack: tuple[tuple
     if not isinstance(data, dict):
         problems.append(doc.problem((), f"a profile must be a mapping with a 'name', got {show(data)}"))
         return None
-    own, skip = _expectation_problems(doc, ("expectations",), METRICS, True)
+    own, skip = _expectation_problems(doc, ("expectations",), METRICS, True, declared_ok=True)
     own += _expectation_problems(doc, ("drift",), METRICS, True)[0]
     profile: Profile | None = None
     try:

@@ -174,6 +174,8 @@ class CheckSpec(Strict):
 class Suite(Strict):
     name: Identifier
     description: str = ""
+    tags: list[str] = Field(default_factory=list, description="suite-level tags; `acceptance` marks a "
+                            "go-live suite: its first accepted run on a node is that node's go-live run")
     defaults: Defaults = Field(default_factory=Defaults)  # type: ignore[arg-type]
     checks: list[CheckSpec] = Field(min_length=1)
     drift: list[DriftRule] = Field(default_factory=list,

@@ -3,7 +3,7 @@
     from harness.export import api
     df = api.load_run("reports/gpu001-20261129T100000Z")
     df = api.load_fleet("fleet/2026-q4")          # each node's latest run
-    df = api.load_history("reports/history.sqlite", node="gpu001")
+    df = api.load_history("/var/lib/harness/history.sqlite", node="gpu001")
     df = api.read("metrics.parquet")              # what `harness export` wrote (csv, jsonl, parquet)
 
 Columns: node, serial, run, time (datetime64, UTC), suite, profile, check, kind, metric, the

@@ -40,14 +40,19 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
         partition: str | None = None, account: str | None = None, time_limit: str | None = None,
         wait: bool = True, drain_failed: bool = False, start_timeout_s: float = 1800.0,
         poll_s: float = 10.0, exports: Exports = Exports(),
-        settings: OutlierSettings | None = None, stream: TextIO | None = None) -> int:
-    """`harness fleet run`: validate, submit a job per node, then (unless --no-wait) follow and report."""
+        settings: OutlierSettings | None = None, stream: TextIO | None = None,
+        history: str | None = None) -> int:
+    """`harness fleet run`: validate, submit a job per node, then (unless --no-wait) follow and report.
+    `history` is every node's store (an absolute path on a shared file system, or 'off'); by default
+    each node records into its own."""
     loaded = config.load_suite(config.find_suite(suite), kinds())
+    history = fleet_history(history)
     prof = str(config.load_profile(profile).path.resolve()) if profile else None
     names = dispatch.expand_nodes(nodes)
     fleet_dir = output.resolve()
     fleet_dir.mkdir(parents=True, exist_ok=True)
-    opts = dispatch.JobOptions(str(loaded.path.resolve()), prof, partition, account, time_limit)
+    opts = dispatch.JobOptions(str(loaded.path.resolve()), prof, partition, account, time_limit,
+                               history=history)
     manifest = dispatch.submit(fleet_dir, loaded.suite.name, names, opts,
                                {"start_timeout_s": start_timeout_s, "drain_failed": drain_failed})
     ok = [n for n, j in manifest.jobs.items() if j.job_id]
@@ -65,6 +70,22 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
     finally:
         prog.close()
     return _report(fleet_dir, drain_failed, exports, settings, poll=False)
+
+
+def fleet_history(value: str | None) -> str | None:
+    """--history for every node: 'off', or the store as an absolute path (the jobs start elsewhere)
+    whose folder exists here; it should be on a file system every node mounts at the same path."""
+    if value is None or not value.strip():
+        return None
+    if value.strip().lower() in ("off", "none", "no", "false", "0"):
+        return "off"
+    path = Path(value).expanduser().resolve()
+    if path.is_dir():
+        raise UsageError(f"--history {value}: a directory; give the store's file, e.g. {path}/history.sqlite")
+    if not path.parent.is_dir():
+        raise UsageError(f"--history {value}: folder {path.parent} does not exist (it must be on a file "
+                         "system every node mounts at the same path)")
+    return str(path)
 
 
 def analyse_dir(fleet_dir: Path, poll: bool, settings: OutlierSettings | None = None) -> FleetReport:

@@ -101,6 +101,7 @@ class JobOptions:
     account: str | None = None
     time_limit: str | None = None  # Slurm's --time syntax, passed as given
     python: str = sys.executable
+    history: str | None = None  # `harness run --history`: one store on a shared file system, or 'off'
 
 
 def job_script(node: str, node_dir: Path, opts: JobOptions) -> str:
@@ -110,6 +111,8 @@ def job_script(node: str, node_dir: Path, opts: JobOptions) -> str:
     argv = [opts.python, "-m", "harness", "run", opts.suite_path, "--output", str(node_dir)]
     if opts.profile:
         argv += ["--profile", opts.profile]
+    if opts.history:
+        argv += ["--history", opts.history]
     return "\n".join([
         "#!/bin/bash",
         f"# harness fleet job for node {node}: written by `harness fleet run`, every value quoted",
@@ -166,7 +169,8 @@ def submit(fleet_dir: Path, suite_name: str, nodes: Sequence[str], opts: JobOpti
             jobs[node] = NodeJob(node, None, f"sbatch refused: {e}")
     manifest = Manifest(opts.suite_path, suite_name, opts.profile, tuple(nodes), utcnow(), jobs,
                         {"partition": opts.partition, "account": opts.account,
-                         "time": opts.time_limit, "python": opts.python, **(extra or {})})
+                         "time": opts.time_limit, "python": opts.python, "history": opts.history,
+                         **(extra or {})})
     layout.save_manifest(fleet_dir, manifest)
     return manifest
 

@@ -2,9 +2,13 @@
 
 Per check, metric and label set (the `repeat` label folded in), the reference is the median of
 the observed values and the tolerance max(3 x MAD / median, a floor for the metric's family,
-the observed range), on the side the catalogue calls worse only. Counts without a direction
-(inventory) become exact min/max; error counters a max of what was seen. Because the band always
-covers what was observed, the runs a baseline came from never fail it.
+the observed range), on the side the check's declared direction or the catalogue calls worse
+only. A tolerance is capped (CAPS): golden runs that disagree by more are not baselined, and
+`warnings` says so with the numbers. Latency tails (p99, p99.9) are captured as warn-level rules
+unless asked otherwise. Counts without a direction (inventory) become exact min/max; error
+counters a max of what was seen. Because every band written covers what was observed, the runs
+a baseline came from never fail it. The file is one yaml.safe_dump of a dict, read back and
+compared before it is written, so nothing from tool output can become a key.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import os
 import re
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -30,6 +34,7 @@ from harness.errors import HarnessError, UsageError
 from harness.fsutil import atomic_write_text
 from harness.history.drift import VALID
 from harness.history.identity import identity_of
+from harness.history.series import better_of, is_declared
 from harness.model import Metric, RunRecord, join_labels
 from harness.units import BYTES, CELSIUS, COUNT, GBPS, IOPS, JOULE, MHZ, PERCENT, SECONDS, TFLOPS, US, WATT
 
@@ -37,24 +42,43 @@ FLOORS = {GBPS: 0.05, IOPS: 0.05, TFLOPS: 0.05, MHZ: 0.05, US: 0.10, SECONDS: 0.
           WATT: 0.10, PERCENT: 0.10, JOULE: 0.10, BYTES: 0.01}
 DEFAULT_FLOOR = 0.10
 METRIC_FLOORS = {"fio.clat_p99": 0.25, "fio.clat_p999": 0.5}  # latency tails scatter more
+# the widest tolerance written: at most half the reference lost, at most 2x (tails 3x) gained
+CAPS = {"higher": 0.5, "lower": 1.0}
+TAIL_CAP = 2.0
 STEP = 1e-4  # tolerances are written rounded up to this
+
+
+def is_tail(metric: str) -> bool:
+    """A latency tail (p99 and beyond): noisy by nature, captured as a warning unless asked."""
+    last = metric.rsplit(".", 1)[-1]
+    return any(t in last for t in ("p99", "p999", "p9999", "max_lat", "lat_max"))
+
+
+def _comment(text: str) -> str:
+    """One comment line's text: newlines and other control characters escaped, never a line break."""
+    return "".join(ch.encode("unicode_escape").decode() if ch < " " or ch in _BREAKS else ch for ch in text)
+
+
+_BREAKS = "\x7f\x85\u2028\u2029"  # what YAML (or an editor) may also read as a line break
 
 
 @dataclass(frozen=True)
 class Baseline:
-    """A captured profile: the document, its comment header, and what was left out and why."""
+    """A captured profile: the document, its comment header, what was left out and why, and
+    warnings for the operator (golden runs that disagree, with their numbers)."""
 
     doc: dict[str, Any]
     header: str
     skipped: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
 
     def text(self) -> str:
-        """The YAML file: comment header, the profile's fields, one expectation per line."""
-        head = {k: v for k, v in self.doc.items() if k != "expectations"}
-        body = yaml.safe_dump(head, sort_keys=False, width=110, allow_unicode=True)
-        lines = [yaml.safe_dump(_tidy(e), sort_keys=False, default_flow_style=True, width=1 << 16,
-                                allow_unicode=True).strip() for e in self.doc["expectations"]]
-        return self.header + body + "expectations:\n" + "".join(f"  - {line}\n" for line in lines)
+        """The YAML file: comment header, then the whole profile as one yaml.safe_dump."""
+        doc = {**self.doc, "expectations": [_tidy(e) for e in self.doc["expectations"]]}
+        body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=110, allow_unicode=True)
+        if yaml.safe_load(body) != doc:  # pragma: no cover - a serializer bug, never written
+            raise HarnessError("the captured profile does not read back as written (a bug)")
+        return self.header + body
 
 
 def _tidy(e: dict[str, Any]) -> dict[str, Any]:
@@ -88,11 +112,16 @@ def _covering(base: dict[str, Any], side: str, need: float, values: Sequence[flo
 
 
 def expectation_for(check: str, metric: str, labels: dict[str, Any], unit: str, own: Sequence[float],
-                    scope: Sequence[float], runs: int) -> tuple[dict[str, Any] | None, str]:
-    """One expectation from the group's own values (reference) and all it selects (band); or why not."""
+                    scope: Sequence[float], runs: int, better: str | None = None,
+                    tails: str = "warn") -> tuple[dict[str, Any] | None, str]:
+    """One expectation from the group's own values (reference) and all it selects (band); or why not.
+    `better` is the direction the check declared (a command metric), else the catalogue's;
+    `tails` the severity of latency-tail rules. A why starting with "disagree" is a warning."""
     spec = catalog.spec(metric)
-    if spec is None:
-        return None, "not in the metric catalogue"
+    if better is None:
+        if spec is None:
+            return None, "not in the metric catalogue and no direction declared by its check"
+        better = spec.better
     base: dict[str, Any] = {"metric": metric, "check": check}
     if labels:
         base["labels"] = labels
@@ -100,11 +129,14 @@ def expectation_for(check: str, metric: str, labels: dict[str, Any], unit: str, 
     mad = statistics.median(abs(v - m) for v in own)
     note = f"baseline: median of {len(own)} value(s) from {runs} run(s), MAD {mad:.4g}"
     lo, hi = min(scope), max(scope)
-    if spec.better == "none":
+    if better == "none":
         if unit != COUNT:
             return None, "no better direction (workload-dependent): not judged"
         return {**base, "min": lo, "max": hi, "unit": unit, "note": "baseline: exact inventory count"}, ""
-    higher = spec.better == "higher"
+    if is_tail(metric) and tails == "warn":
+        base["severity"] = "warn"
+        note += "; a latency tail: warns (capture with --tails fail to fail)"
+    higher = better == "higher"
     if unit == COUNT or m <= 0:
         bound = {"min": lo} if higher else {"max": hi}
         return {**base, **bound, "unit": unit, "note": note}, ""
@@ -117,16 +149,31 @@ def expectation_for(check: str, metric: str, labels: dict[str, Any], unit: str, 
     else:
         need = max(spread, floor, (hi - ref) / abs(ref))
         side = "upper"
-    if not math.isfinite(need) or need > 1e6:  # the median is negligible beside the spread
-        bound = {"min": lo} if higher else {"max": hi}
-        return {**base, **bound, "unit": unit, "note": note}, ""
+    cap = TAIL_CAP if is_tail(metric) and not higher else CAPS["higher" if higher else "lower"]
+    if not math.isfinite(need) or need > cap:
+        return None, (f"disagree: the golden runs' values span {_num(lo)} to {_num(hi)} {unit} around a "
+                      f"median of {_num(ref)} (needs a tolerance of {_pct(need)}, more than the cap of "
+                      f"{_pct(cap)}); rerun the golden runs or write this rule by hand")
     e = _covering({**base, "reference": ref, "unit": unit, "note": note}, side, need, scope)
-    return {k: e[k] for k in ("metric", "check", "labels", "reference", side, "unit", "note") if k in e}, ""
+    if e[side] > cap:  # covering every value took more than the cap
+        return None, (f"disagree: the golden runs' values span {_num(lo)} to {_num(hi)} {unit}, more "
+                      f"than the cap of {_pct(cap)} around {_num(ref)}")
+    keep = ("metric", "check", "labels", "reference", side, "unit", "severity", "note")
+    return {k: e[k] for k in keep if k in e}, ""
+
+
+def _num(x: float) -> str:
+    return f"{x:,.6g}" if abs(x) < 1e15 else f"{x:.3e}"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%" if math.isfinite(x) else "infinite"
 
 
 def capture(records: Sequence[RunRecord], name: str, extends: str | None = None,
-            now: datetime | None = None) -> Baseline:
-    """The baseline profile of accepted runs (UsageError for a run that was not accepted)."""
+            now: datetime | None = None, tails: str = "warn") -> Baseline:
+    """The baseline profile of accepted runs (UsageError for a run that was not accepted);
+    `tails` ("warn" or "fail") is the severity of latency-tail rules."""
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name):
         raise UsageError(f"profile name {name!r}: letters, digits, '_', '.' and '-' only (at most 64)")
     if not records:
@@ -143,6 +190,7 @@ def capture(records: Sequence[RunRecord], name: str, extends: str | None = None,
             groups.setdefault((check, m.name, _labels_key(m)), []).append((i, m))
     expectations: list[dict[str, Any]] = []
     skipped: list[str] = []
+    warnings: list[str] = []
     for (check, metric, lkey), members in sorted(groups.items()):
         text = f"{check}/{metric}" + join_labels(lkey, braces=True)
         seen_in = {i for i, _ in members}
@@ -157,13 +205,17 @@ def capture(records: Sequence[RunRecord], name: str, extends: str | None = None,
             continue
         scope = [m.value for items in per_run for c, m in items
                  if c == check and m.name == metric and m.matches(labels)]
+        declared = [better_of(r.suite, check, metric) for r in records if is_declared(r.suite, check, metric)]
         exp, why = expectation_for(check, metric, labels, first.unit, [m.value for _, m in members],
-                                   scope, len(records))
+                                   scope, len(records), declared[-1] if declared else None, tails)
         if exp is None:
             skipped.append(f"{text}: {why}")
+            if why.startswith("disagree"):
+                warnings.append(f"{text}: not baselined, the golden runs {why[len('disagree: '):]}")
         else:
             expectations.append(exp)
-    return _assemble(records, name, extends, expectations, skipped, now or datetime.now(timezone.utc))
+    base = _assemble(records, name, extends, expectations, skipped, now or datetime.now(timezone.utc))
+    return replace(base, warnings=tuple(warnings))
 
 
 def _assemble(records: Sequence[RunRecord], name: str, extends: str | None,
@@ -198,7 +250,7 @@ def _assemble(records: Sequence[RunRecord], name: str, extends: str | None,
     if skipped:
         lines.append(f"not baselined ({len(skipped)}):")
         lines += [f"  {s}" for s in skipped]
-    header = "".join(f"# {line}".rstrip() + "\n" for line in lines)
+    header = "".join(f"# {_comment(line)}".rstrip() + "\n" for line in lines)
     return Baseline(doc, header, tuple(skipped))
 
 

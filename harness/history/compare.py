@@ -1,9 +1,11 @@
 """`harness compare RUN_A RUN_B`: every metric side by side, worst regression first. Pure.
 
-Series are matched by check id, metric name and labels (repeats folded by median). The
-regression of a series is its change in the bad direction from the catalogue (`better`):
-a drop for higher-is-better, a rise for lower-is-better; metrics without a direction rank
-after every directed one by the size of their change.
+Series are matched by check id, the digest of the check's parameters, metric name and labels
+(repeats folded by median): a check run with other parameters in B is two one-sided rows, and
+`notes` says plainly when the suites or parameters differ. The regression of a series is its
+change in the bad direction (`better`, as the check declared it or the catalogue says): a drop
+for higher-is-better, a rise for lower-is-better; metrics without a direction rank after every
+directed one by the size of their change.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness import catalog
 from harness.history.drift import VALID, SeriesKey, collapse
 from harness.history.identity import identity_of
+from harness.history.series import better_of, differences, suite_params
 from harness.model import RunRecord
 from harness.report.fmt import fmt_num
 
@@ -50,10 +52,18 @@ class Row:
                 "delta_pct": self.delta_pct, "regression_pct": self.regression_pct}
 
 
-def _series(record: RunRecord) -> dict[SeriesKey, tuple[float, str]]:
+def _series(record: RunRecord, params: dict[str, str]) -> dict[SeriesKey, tuple[float, str]]:
     pairs = [(c.id, m) for c in record.checks if c.status.value in VALID for m in c.metrics]
     # part serials are left out on purpose: comparing runs compares positions (GPU 3 vs GPU 3)
-    return collapse(pairs, None) if pairs else {}
+    return collapse(pairs, None, params) if pairs else {}
+
+
+def _digests(a: RunRecord, b: RunRecord) -> tuple[dict[str, str], dict[str, str]]:
+    """Each run's parameter digests, kept only for checks both runs know digests of (a run from
+    before digests pairs by check id alone)."""
+    pa, pb = suite_params(a.suite), suite_params(b.suite)
+    both = set(pa) & set(pb)
+    return {c: pa[c] for c in both}, {c: pb[c] for c in both}
 
 
 def _order(r: Row) -> tuple[int, float, str]:
@@ -67,15 +77,20 @@ def _order(r: Row) -> tuple[int, float, str]:
 
 def compare_runs(a: RunRecord, b: RunRecord) -> list[Row]:
     """Rows for every series of either run, largest regression first, one-sided rows last."""
-    sa, sb = _series(a), _series(b)
+    da, db = _digests(a, b)
+    sa, sb = _series(a, da), _series(b, db)
     rows = []
     for key in set(sa) | set(sb):
         va, vb = sa.get(key), sb.get(key)
         unit = (vb or va or (math.nan, ""))[1]
-        spec = catalog.spec(key.metric)
-        rows.append(Row(key, unit, spec.better if spec else "none",
-                        None if va is None else va[0], None if vb is None else vb[0]))
+        better = better_of(b.suite if vb is not None else a.suite, key.check, key.metric)
+        rows.append(Row(key, unit, better, None if va is None else va[0], None if vb is None else vb[0]))
     return sorted(rows, key=_order)
+
+
+def notes(a: RunRecord, b: RunRecord) -> list[str]:
+    """Why some series of A and B are not paired: the suites or a check's parameters differ."""
+    return differences(a.suite, b.suite)
 
 
 def to_json(a: RunRecord, b: RunRecord, rows: list[Row]) -> dict[str, Any]:
@@ -84,7 +99,7 @@ def to_json(a: RunRecord, b: RunRecord, rows: list[Row]) -> dict[str, Any]:
         return {"run_id": r.run_id, "host": r.host, "system_serial": ident.system_serial,
                 "started": r.started, "verdict": r.verdict, "suite": r.suite.get("name")}
 
-    return {"a": side(a), "b": side(b), "rows": [r.to_dict() for r in rows]}
+    return {"a": side(a), "b": side(b), "notes": notes(a, b), "rows": [r.to_dict() for r in rows]}
 
 
 def fmt(v: float | None) -> str:
@@ -96,7 +111,7 @@ def fmt_pct(v: float | None) -> str:
 
 
 def table_rows(rows: list[Row]) -> list[tuple[str, ...]]:
-    """Display cells: series, A, B, unit, delta, and a verdict word."""
+    """Display cells: series, A, B, unit, delta, better (↑ higher, ↓ lower), and a verdict word."""
     out: list[tuple[str, ...]] = []
     for r in rows:
         reg = r.regression_pct
@@ -106,5 +121,6 @@ def table_rows(rows: list[Row]) -> list[tuple[str, ...]]:
             word = ""
         else:
             word = "worse" if reg > 0 else ("better" if reg < 0 else "same")
-        out.append((r.key.text(), fmt(r.a), fmt(r.b), r.unit, fmt_pct(r.delta_pct), word))
+        arrow = {"higher": "↑ higher", "lower": "↓ lower"}.get(r.better, "")
+        out.append((r.key.text(), fmt(r.a), fmt(r.b), r.unit, fmt_pct(r.delta_pct), arrow, word))
     return out

@@ -1,8 +1,10 @@
 """Drift: this run's metrics against the node's go-live and previous runs. Pure functions.
 
-A series is one metric of one check with one label set (the `repeat` label folded by median),
-tied to the serial of the part it measures when its labels name a GPU, so a swapped GPU starts
-a new series instead of being compared with its predecessor.
+A series is one metric of one check, run with one set of parameters (their digest,
+harness.history.series), with one label set (the `repeat` label folded by median), tied to the
+serial of the part it measures when its labels name a GPU, so a swapped GPU starts a new series
+instead of being compared with its predecessor. Which earlier runs are candidates (same suite for
+"previous", the go-live run) is chosen by harness.history.record.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ VALID = tuple(s.value for s in MEASURED)
 
 @dataclass(frozen=True)
 class SeriesKey:
-    """One metric series: check id, metric name, labels (text, no `repeat`), part serial."""
+    """One metric series: check id, metric name, labels (text, no `repeat`), part serial, and
+    the digest of the check's parameters ("" when the run predates digests)."""
 
     check: str
     metric: str
     labels: tuple[tuple[str, str], ...]
     part: str | None = None
+    params: str = ""
 
     @property
     def label_dict(self) -> dict[str, str]:
@@ -48,6 +52,8 @@ class RunPoint:
     started: str
     verdict: str
     values: Mapping[SeriesKey, float] = field(default_factory=dict)
+    suite: str = ""
+    params: Mapping[str, str] = field(default_factory=dict)  # check id -> parameter digest
 
 
 @dataclass(frozen=True)
@@ -66,21 +72,22 @@ class DriftOutcome:
     notes: tuple[str, ...]
 
 
-def key_for(check_id: str, m: Metric, identity: NodeIdentity | None) -> SeriesKey:
+def key_for(check_id: str, m: Metric, identity: NodeIdentity | None, params: str = "") -> SeriesKey:
     labels = tuple(sorted((k, str(v)) for k, v in m.labels.items() if k != "repeat"))
     part = part_of(m.labels, identity) if identity is not None else None
-    return SeriesKey(check_id, m.name, labels, part)
+    return SeriesKey(check_id, m.name, labels, part, params)
 
 
-def collapse(items: Iterable[tuple[str, Metric]], identity: NodeIdentity | None
-             ) -> dict[SeriesKey, tuple[float, str]]:
-    """(check id, metric) pairs to one (value, unit) per series: the median over repeats."""
+def collapse(items: Iterable[tuple[str, Metric]], identity: NodeIdentity | None,
+             params: Mapping[str, str] | None = None) -> dict[SeriesKey, tuple[float, str]]:
+    """(check id, metric) pairs to one (value, unit) per series: the median over repeats;
+    `params` maps check ids to their parameter digests."""
     groups: dict[SeriesKey, list[float]] = {}
     units: dict[SeriesKey, str] = {}
     for check_id, m in items:
         if not math.isfinite(m.value):
             continue
-        k = key_for(check_id, m, identity)
+        k = key_for(check_id, m, identity, (params or {}).get(check_id, ""))
         groups.setdefault(k, []).append(m.value)
         units[k] = m.unit
     return {k: (statistics.median(v), units[k]) for k, v in groups.items()}
@@ -101,17 +108,17 @@ def selects(rule: DriftRule, key: SeriesKey) -> bool:
         and all(k in labels and labels[k] == str(v) for k, v in rule.labels.items())
 
 
-def reference(key: SeriesKey, vs: str, past: Sequence[RunPoint]) -> RunPoint | None:
-    """The go-live point (first accepted run with this series) or the previous one."""
-    have = [p for p in past if key in p.values]
-    if vs == "golive":
-        return next((p for p in have if p.verdict == "ACCEPTED"), None)
-    return have[-1] if have else None
+def reference(key: SeriesKey, vs: str, golive: RunPoint | None, previous: RunPoint | None
+              ) -> RunPoint | None:
+    """The go-live or the previous run when it measured this series, else None."""
+    ref = golive if vs == "golive" else previous
+    return ref if ref is not None and key in ref.values else None
 
 
 def evaluate(rules: Sequence[SourcedRule], current: Mapping[SeriesKey, tuple[float, str]],
-             started: str, past: Sequence[RunPoint]) -> DriftOutcome:
-    """Judge each rule on each current series it selects; `past` is in time order, without this run."""
+             started: str, golive: RunPoint | None, previous: RunPoint | None) -> DriftOutcome:
+    """Judge each rule on each current series it selects against the one go-live run and the one
+    previous run (the runs the report's header names); a run without the series is a note."""
     evals: list[Evaluation] = []
     notes: list[str] = []
     now = parse_time(started)
@@ -124,10 +131,12 @@ def evaluate(rules: Sequence[SourcedRule], current: Mapping[SeriesKey, tuple[flo
             continue
         for key in keys:
             value, unit = current[key]
-            ref = reference(key, rule.vs, past)
+            ref = reference(key, rule.vs, golive, previous)
             if ref is None:
-                notes.append(f"{key.text()}: no {what} value yet to compare with"
-                             + (f" (part {key.part})" if key.part else ""))
+                base = golive if rule.vs == "golive" else previous
+                why = f"no {what} yet to compare with" if base is None else \
+                    f"the {what} ({base.run_id}) has no value of this series (other parameters or part)"
+                notes.append(f"{key.text()}: {why}" + (f" (part {key.part})" if key.part else ""))
                 continue
             then = parse_time(ref.started)
             days = (now - then).total_seconds() / 86400 if now and then else None

@@ -67,12 +67,26 @@ class NodeIdentity:
 _NOT_NODE = {"python"}  # the harness's own runtime, not the node's software
 
 
+_FILL = "0123456789" * 4
+
+
+def _fill_pattern(text: str) -> bool:
+    """A vendor fill pattern: digits counting up from 0 or 1 (01234567890123456789AB, 123456789),
+    or one character repeated (00000000, FFFFFFFF, XXXX) after separators are dropped."""
+    squashed = "".join(ch for ch in text.lower() if ch.isalnum())
+    if len(set(squashed)) <= 1:
+        return True
+    digits = len(squashed) - len(squashed.lstrip("0123456789"))
+    run = squashed[:digits]
+    return digits >= 8 and (_FILL.startswith(run) or _FILL[1:].startswith(run))
+
+
 def real_serial(value: Any) -> str | None:
     """The serial as text, or None for missing values and vendor placeholders."""
     if value is None:
         return None
     text = str(value).strip()
-    if text.lower() in _PLACEHOLDERS or set(text) <= {"0", " ", "-", "x", "X", "."}:
+    if text.lower() in _PLACEHOLDERS or "o.e.m" in text.lower() or _fill_pattern(text):
         return None
     return text
 

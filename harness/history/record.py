@@ -10,6 +10,7 @@ which records it as an error of the run.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import sys
 from collections.abc import Mapping, Sequence
@@ -18,13 +19,13 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from harness import catalog
 from harness.compare import status_of
 from harness.config.driftrules import DriftRule
 from harness.errors import HarnessError
 from harness.history.drift import VALID, RunPoint, SeriesKey, SourcedRule, collapse, reference
 from harness.history.drift import evaluate as evaluate_drift
 from harness.history.identity import NodeIdentity, changes, identity_of
+from harness.history.series import better_of, golive_of, suite_params
 from harness.history.store import RunRow, Store, open_store
 from harness.model import CheckResult, Evaluation, RunRecord, Status
 
@@ -36,15 +37,31 @@ KEY_METRICS = ("gpu_burn.tflops", "gpu.tflops", "nccl.busbw", "nccl.avg_busbw", 
 MAX_SERIES, MAX_POINTS, MAX_EVENTS, LOAD_RUNS = 16, 12, 20, 60
 
 
-def store_path(output: Path | None, explicit: str | Path | None = None) -> Path | None:
-    """The store `explicit` names (--history or $HARNESS_HISTORY, which the CLI reads), else
-    <output>/history.sqlite; None when it is 'off'."""
+SYSTEM_DIR = Path("/var/lib/harness")
+
+
+def default_store() -> Path:
+    """The node's own store, the same whatever --output is: $HARNESS_STATE_DIR/history.sqlite when
+    set, /var/lib/harness/history.sqlite for root, else $XDG_STATE_HOME (~/.local/state)/harness/."""
+    if state := os.environ.get("HARNESS_STATE_DIR", "").strip():
+        return Path(state) / DEFAULT_NAME
+    if os.geteuid() == 0:
+        return SYSTEM_DIR / DEFAULT_NAME
+    xdg = os.environ.get("XDG_STATE_HOME", "").strip()
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "state"
+    return base / "harness" / DEFAULT_NAME
+
+
+def store_path(output: Path | None = None, explicit: str | Path | None = None) -> Path | None:
+    """The store `explicit` names (--history or $HARNESS_HISTORY, which the CLI reads), else the
+    node's default store (default_store; `output` no longer matters); None when it is 'off'."""
+    del output  # kept for callers: the store follows the node, not the output directory
     value = str(explicit or "").strip()
     if value.lower() in OFF:
         return None
     if value:
         return Path(value)
-    return (output or Path("reports")) / DEFAULT_NAME
+    return default_store()
 
 
 def _warn(text: str) -> None:
@@ -121,47 +138,83 @@ def past_runs(store: Store, record: RunRecord) -> tuple[NodeIdentity, int | None
     return ident, node.node_id, rows
 
 
-def load_points(store: Store, rows: Sequence[RunRow]) -> list[RunPoint]:
-    """Series values of the latest runs plus the first accepted ones (go-live candidates)."""
-    first_ok = [r for r in rows if r.verdict == "ACCEPTED"][:3]
-    chosen = {r.run_id for r in (*first_ok, *rows[-LOAD_RUNS:])}
+def _params_of(row: RunRow, record: RunRecord) -> Mapping[str, str]:
+    """A stored run's parameter digests; a run from before digests of this run's own suite is
+    taken to have run its checks as this run does (nothing better is known)."""
+    if row.params or row.suite != str(record.suite.get("name", "")):
+        return row.params
+    return suite_params(record.suite)
+
+
+def load_points(store: Store, rows: Sequence[RunRow], record: RunRecord,
+                extra: Sequence[RunRow] = ()) -> list[RunPoint]:
+    """Series values of this suite's latest runs plus `extra` (the go-live run), oldest first."""
+    suite = str(record.suite.get("name", ""))
+    same = [r for r in rows if r.suite == suite]
+    chosen = {r.run_id for r in (*extra, *same[-LOAD_RUNS:])}
     picked = [r for r in rows if r.run_id in chosen]
     metrics = store.metrics([r.run_id for r in picked])
     return [RunPoint(r.run_id, r.started, r.verdict,
-                     {k: v for k, (v, _) in collapse(metrics[r.run_id], r.identity).items()})
+                     {k: v for k, (v, _) in collapse(metrics[r.run_id], r.identity,
+                                                     _params_of(r, record)).items()}, r.suite,
+                     _params_of(r, record))
             for r in picked]
 
 
 def current_series(record: RunRecord, ident: NodeIdentity) -> dict[SeriesKey, tuple[float, str]]:
-    return collapse([(c.id, m) for c in record.checks if c.status.value in VALID for m in c.metrics], ident)
+    return collapse([(c.id, m) for c in record.checks if c.status.value in VALID for m in c.metrics], ident,
+                    suite_params(record.suite))
+
+
+def references(record: RunRecord, points: Sequence[RunPoint], golive_id: str | None,
+               current: Mapping[SeriesKey, tuple[float, str]]) -> tuple[RunPoint | None, RunPoint | None]:
+    """(go-live, previous): the go-live run's point, and the latest earlier run of this suite whose
+    checks ran with this run's parameters and that measured a series of this run (the one drift
+    compares with and the report names)."""
+    golive = next((p for p in points if p.run_id == golive_id), None)
+    suite = str(record.suite.get("name", ""))
+    mine = suite_params(record.suite)
+
+    def alike(p: RunPoint) -> bool:
+        return p.suite == suite and all(p.params[c] == v for c, v in mine.items() if c in p.params) \
+            and any(k in p.values for k in current)
+
+    previous = next((p for p in reversed(points) if alike(p)), None)
+    return golive, previous
 
 
 def annotate(record: RunRecord, store: Store, rules: Sequence[SourcedRule]) -> RunRecord:
     """The record with a `drift` check (when rules exist) and the history snapshot."""
     ident, node_id, rows = past_runs(store, record)
-    points = load_points(store, rows)
+    pinned = store.pinned(node_id, "go-live") if node_id is not None else None
+    golive_row = golive_of(rows, pinned)
+    points = load_points(store, rows, record, [golive_row] if isinstance(golive_row, RunRow) else [])
     current = current_series(record, ident)
+    golive, previous = references(record, points, golive_row.run_id if golive_row else None, current)
     checks = list(record.checks)
     drift_check: CheckResult | None = None
     if rules and not record.interrupted:  # an interrupted run is judged when resumed
-        drift_check = drift_result(record, rules, current, points)
+        drift_check = drift_result(record, rules, current, golive, previous)
         checks.append(drift_check)
     snapshot = snapshot_of(record, ident, node_id, rows, points, current, rules,
-                           drift_check.evaluations if drift_check else (), store.path)
+                           drift_check.evaluations if drift_check else (), store.path,
+                           golive, previous, pinned is not None and golive is not None
+                           and golive.run_id == pinned)
     return replace(record, checks=tuple(checks), history=snapshot)
 
 
 def drift_result(record: RunRecord, rules: Sequence[SourcedRule],
-                 current: Mapping[SeriesKey, tuple[float, str]], points: Sequence[RunPoint]) -> CheckResult:
+                 current: Mapping[SeriesKey, tuple[float, str]], golive: RunPoint | None,
+                 previous: RunPoint | None) -> CheckResult:
     """The drift rules judged as one check, so they count in the verdict, junit and the report."""
     ids = {c.id for c in record.checks}
     cid = "drift" if "drift" not in ids else "history-drift"
     base = CheckResult(cid, "drift", Status.SKIPPED, started=record.finished or record.started)
-    out = evaluate_drift(rules, current, record.started, points)
+    out = evaluate_drift(rules, current, record.started, golive, previous)
     details = {"notes": list(out.notes)} if out.notes else {}
     if not out.evaluations:
-        why = "no earlier run of this node to compare with" if not points else \
-            "no drift rule found a metric with an earlier value"
+        why = "no earlier run of this node with this suite and parameters to compare with" \
+            if golive is None and previous is None else "no drift rule found a metric with an earlier value"
         return replace(base, message=why, details=details)
     bad = sum(1 for e in out.evaluations if e.outcome.value in ("fail", "warn"))
     msg = (f"{len(out.evaluations)} comparison(s) with earlier runs: "
@@ -170,16 +223,17 @@ def drift_result(record: RunRecord, rules: Sequence[SourcedRule],
                    details=details)
 
 
-def _point(p: RunPoint | RunRow | None) -> dict[str, str] | None:
-    return None if p is None else {"run_id": p.run_id, "started": p.started, "verdict": p.verdict}
+def _point(p: RunPoint | None, **extra: Any) -> dict[str, Any] | None:
+    if p is None:
+        return None
+    return {"run_id": p.run_id, "started": p.started, "verdict": p.verdict, "suite": p.suite, **extra}
 
 
 def snapshot_of(record: RunRecord, ident: NodeIdentity, node_id: int | None, rows: Sequence[RunRow],
                 points: Sequence[RunPoint], current: Mapping[SeriesKey, tuple[float, str]],
-                rules: Sequence[SourcedRule], drift_evals: Sequence[Evaluation], path: str) -> dict[str, Any]:
+                rules: Sequence[SourcedRule], drift_evals: Sequence[Evaluation], path: str,
+                golive: RunPoint | None, previous: RunPoint | None, pinned: bool = False) -> dict[str, Any]:
     """Plain JSON for results.json: node, go-live/previous runs, changes, events and trends."""
-    golive = next((r for r in rows if r.verdict == "ACCEPTED"), None)
-    previous = rows[-1] if rows else None
     events: list[dict[str, Any]] = []
     chain = [(r.run_id, r.started, r.identity) for r in rows] + [(record.run_id, record.started, ident)]
     for (_, _, a), (run_id, started, b) in pairwise(chain):
@@ -190,11 +244,12 @@ def snapshot_of(record: RunRecord, ident: NodeIdentity, node_id: int | None, row
         "node": {"id": node_id, "name": ident.hostname, "system_serial": ident.system_serial,
                  "gpus": len(ident.gpus), "runs_before": len(rows),
                  "first_seen": rows[0].started if rows else record.started},
-        "golive": _point(golive), "previous": _point(previous),
+        "golive": _point(golive, how="pinned" if pinned else "first accepted run of an acceptance suite"),
+        "previous": _point(previous),
         "changes": since_previous,
         "events": events[-MAX_EVENTS:],
         "drifted": [e.to_dict() for e in drift_evals if e.outcome.value in ("warn", "fail")],
-        "trends": trends(record, current, points, rules),
+        "trends": trends(record, current, points, rules, golive, previous),
     }
 
 
@@ -209,19 +264,21 @@ def _wanted(key: SeriesKey, rules: Sequence[SourcedRule]) -> tuple[int, str] | N
 
 
 def trends(record: RunRecord, current: Mapping[SeriesKey, tuple[float, str]],
-           points: Sequence[RunPoint], rules: Sequence[SourcedRule]) -> list[dict[str, Any]]:
-    """Per key metric series: recent values, go-live and previous values, and the allowed band."""
+           points: Sequence[RunPoint], rules: Sequence[SourcedRule], golive_run: RunPoint | None,
+           previous_run: RunPoint | None) -> list[dict[str, Any]]:
+    """Per key metric series: this suite's recent values, go-live and previous values, the band."""
     ranked = sorted((rank, k) for k in current if (rank := _wanted(k, rules)) is not None)
+    suite = str(record.suite.get("name", ""))
     out = []
     for _, key in ranked[:MAX_SERIES]:
         value, unit = current[key]
-        past = [p for p in points if key in p.values]
-        golive, prev = reference(key, "golive", points), reference(key, "previous", points)
-        spec = catalog.spec(key.metric)
+        past = [p for p in points if key in p.values and p.suite == suite]
+        golive = reference(key, "golive", golive_run, None)
+        prev = reference(key, "previous", None, previous_run)
         low, high = _band(record, key)
         out.append({
             "check": key.check, "metric": key.metric, "labels": key.label_dict, "part": key.part,
-            "unit": unit, "better": spec.better if spec else "none",
+            "unit": unit, "better": better_of(record.suite, key.check, key.metric),
             "points": [{"run_id": p.run_id, "started": p.started, "verdict": p.verdict,
                         "value": p.values[key]} for p in past[-(MAX_POINTS - 1):]]
             + [{"run_id": record.run_id, "started": record.started, "verdict": record.verdict,

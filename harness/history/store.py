@@ -3,14 +3,18 @@
 Runs are keyed by run id and belong to a node, resolved by serial numbers (harness.history.identity),
 so a renamed host or a swapped GPU stays the same node. Only metrics of checks that measured
 validly (passed, recorded, warned, failed: drift.VALID) are stored. The schema carries a version in `meta`.
+
+Several writers may share one file (a fleet's nodes on a shared file system): each write is one
+IMMEDIATE transaction under a 60 s busy timeout; WAL is used only on local file systems, since
+its shared memory index does not work across hosts (NFS, Lustre, GPFS, CIFS...).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Protocol
@@ -18,9 +22,14 @@ from typing import Protocol
 from harness.errors import StorageError
 from harness.history.drift import VALID
 from harness.history.identity import NodeIdentity, identity_of, same_node
+from harness.history.series import suite_params, suite_tags
 from harness.model import Metric, RunRecord
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+BUSY_TIMEOUT_S = 60.0
+# file systems where WAL's shared-memory index is not shared between hosts
+_NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph", "glusterfs",
+               "9p", "afs", "ocfs2", "gfs2", "fuse", "pvfs2", "orangefs", "wekafs", "vast")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -58,6 +67,18 @@ CREATE TABLE IF NOT EXISTS metrics (
 CREATE INDEX IF NOT EXISTS metrics_by_run ON metrics(run_id);
 """
 
+_SCHEMA_2 = """
+ALTER TABLE runs ADD COLUMN params TEXT;
+ALTER TABLE runs ADD COLUMN tags TEXT;
+CREATE TABLE IF NOT EXISTS pins (
+    node_id INTEGER NOT NULL REFERENCES nodes(node_id),
+    kind TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    pinned TEXT NOT NULL,
+    PRIMARY KEY (node_id, kind)
+);
+"""
+
 
 @dataclass(frozen=True)
 class NodeRow:
@@ -84,6 +105,8 @@ class RunRow:
     started: str
     finished: str
     run_dir: str | None
+    params: Mapping[str, str] = field(default_factory=dict)  # check id -> parameter digest
+    tags: tuple[str, ...] = ()  # the suite's tags
 
 
 class Store(Protocol):
@@ -99,6 +122,8 @@ class Store(Protocol):
     def runs(self, node_id: int) -> list[RunRow]: ...
     def run(self, run_id: str) -> RunRow | None: ...
     def metrics(self, run_ids: Sequence[str]) -> dict[str, list[tuple[str, Metric]]]: ...
+    def pin(self, run_id: str, kind: str) -> RunRow: ...
+    def pinned(self, node_id: int, kind: str) -> str | None: ...
     def close(self) -> None: ...
 
 
@@ -114,16 +139,18 @@ class SqliteStore:
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(self.path, timeout=30)
+            self.db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
             self.db.execute("PRAGMA foreign_keys = ON")
-            # WAL with NORMAL sync: one fsync per checkpoint instead of several per commit.
-            self.db.execute("PRAGMA journal_mode = WAL")
-            self.db.execute("PRAGMA synchronous = NORMAL")
+            if self.path == ":memory:" or not _on_network_fs(Path(self.path)):
+                # WAL with NORMAL sync: one fsync per checkpoint instead of several per commit.
+                self.db.execute("PRAGMA journal_mode = WAL")
+                self.db.execute("PRAGMA synchronous = NORMAL")
             self._migrate()
         except (sqlite3.Error, OSError) as e:
             raise StorageError(f"history store {self.path}: {e}") from e
 
     def _migrate(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")  # two writers creating one store: one migrates
         with self.db:
             self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
@@ -132,7 +159,14 @@ class SqliteStore:
                 raise StorageError(f"history store {self.path} has schema version {version}; this "
                                    f"harness knows up to {SCHEMA_VERSION} (upgrade the harness)")
             if version < 1:
-                self.db.executescript(_SCHEMA)
+                for stmt in _SCHEMA.split(";"):
+                    if stmt.strip():
+                        self.db.execute(stmt)
+            if version < 2:
+                for stmt in _SCHEMA_2.split(";"):
+                    if stmt.strip():
+                        self.db.execute(stmt)
+            if version < SCHEMA_VERSION:
                 self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
                                 (str(SCHEMA_VERSION),))
 
@@ -150,6 +184,7 @@ class SqliteStore:
         """Add (or replace) a run and its valid metrics; returns the stored row."""
         ident = identity_of(record.inventory, record.host)
         try:
+            self.db.execute("BEGIN IMMEDIATE")  # resolve and write as one, against other writers
             with self.db:
                 old = self.db.execute("SELECT node_id FROM runs WHERE run_id = ?",
                                       (record.run_id,)).fetchone()
@@ -157,11 +192,15 @@ class SqliteStore:
                 node_id = self._upsert_node(node, ident, record.started)
                 self.db.execute("DELETE FROM runs WHERE run_id = ?", (record.run_id,))
                 self.db.execute(
-                    "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "INSERT INTO runs (run_id, node_id, hostname, system_serial, identity, suite, profile, "
+                    "verdict, started, finished, run_dir, harness_version, recorded, params, tags) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                     (record.run_id, node_id, ident.hostname, ident.system_serial,
                      json.dumps(ident.to_dict(), sort_keys=True), str(record.suite.get("name", "")),
                      str(record.profile.get("name", "")), record.verdict, record.started, record.finished,
-                     str(run_dir) if run_dir else None, record.harness_version, _now()))
+                     str(run_dir) if run_dir else None, record.harness_version, _now(),
+                     json.dumps(suite_params(record.suite), sort_keys=True),
+                     json.dumps(list(suite_tags(record.suite)))))
                 self.db.executemany("INSERT INTO metrics VALUES (?,?,?,?,?,?)", [
                     (record.run_id, c.id, m.name, json.dumps(dict(m.labels), sort_keys=True), m.value, m.unit)
                     for c in record.checks if c.status.value in VALID for m in c.metrics])
@@ -182,6 +221,24 @@ class SqliteStore:
             "first_seen = MIN(first_seen, ?), last_seen = MAX(last_seen, ?) WHERE node_id = ?",
             (ident.hostname if latest else node.name, ident.system_serial, started, started, node.node_id))
         return node.node_id
+
+    def pin(self, run_id: str, kind: str) -> RunRow:
+        """Pin a recorded run as its node's `kind` reference (go-live); replaces an earlier pin."""
+        row = self.run(run_id)
+        if row is None:
+            raise StorageError(f"history store {self.path}: no run {run_id!r}")
+        try:
+            with self.db:
+                self.db.execute("INSERT OR REPLACE INTO pins VALUES (?,?,?,?)",
+                                (row.node_id, kind, run_id, _now()))
+        except sqlite3.Error as e:
+            raise StorageError(f"history store {self.path}: cannot pin {run_id}: {e}") from e
+        return row
+
+    def pinned(self, node_id: int, kind: str) -> str | None:
+        row = self.db.execute("SELECT run_id FROM pins WHERE node_id = ? AND kind = ?",
+                              (node_id, kind)).fetchone()
+        return str(row[0]) if row else None
 
     # -- reading ----------------------------------------------------------------------
     def resolve(self, identity: NodeIdentity) -> NodeRow | None:
@@ -250,13 +307,36 @@ class SqliteStore:
 
 
 _SELECT_RUNS = ("SELECT run_id, node_id, hostname, identity, suite, profile, verdict, started, finished, "
-                "run_dir FROM runs")
+                "run_dir, params, tags FROM runs")
 
 
 def _run_row(r: Sequence[object]) -> RunRow:
+    params = json.loads(str(r[10])) if r[10] else {}
+    tags = json.loads(str(r[11])) if r[11] else []
     return RunRow(str(r[0]), int(str(r[1])), str(r[2]),
                   NodeIdentity.from_dict(json.loads(str(r[3]))), str(r[4]), str(r[5]), str(r[6]),
-                  str(r[7]), str(r[8]), None if r[9] is None else str(r[9]))
+                  str(r[7]), str(r[8]), None if r[9] is None else str(r[9]),
+                  {str(k): str(v) for k, v in params.items()} if isinstance(params, dict) else {},
+                  tuple(str(t) for t in tags) if isinstance(tags, list) else ())
+
+
+def _on_network_fs(path: Path) -> bool:
+    """Whether `path` is on a network or cluster file system (by /proc/mounts; False if unknown)."""
+    try:
+        target = path.resolve().parent
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return False
+    best, fstype = "", ""
+    for line in mounts:
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = parts[1].replace("\\040", " ")
+        inside = str(target) == point or str(target).startswith(point.rstrip("/") + "/")
+        if inside and len(point) > len(best):
+            best, fstype = point, parts[2]
+    return fstype.startswith(_NETWORK_FS)
 
 
 def _chunks(items: list[str], n: int) -> Iterable[list[str]]:

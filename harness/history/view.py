@@ -24,7 +24,7 @@ KEY_COLUMNS = 4
 
 
 def open_existing(history: str | Path | None) -> Store:
-    """The store named by --history / $HARNESS_HISTORY / reports/history.sqlite; it must exist."""
+    """The store named by --history / $HARNESS_HISTORY, else the node's default; it must exist."""
     path = store_path(None, history)
     if path is None:
         raise UsageError("history is switched off (HARNESS_HISTORY=off)")

@@ -70,10 +70,15 @@ def _trend(t: Mapping[str, Any]) -> TrendView:
                      fmt_delta(vs_g), fmt_delta(vs_p), _worse(vs_g, better) or _worse(vs_p, better))
 
 
-def _run_text(p: Mapping[str, Any] | None) -> str:
+NO_GOLIVE = "none yet (no accepted run of an acceptance suite; pin one: harness history pin RUN --as go-live)"
+
+
+def _run_text(p: Mapping[str, Any] | None, none: str = "—") -> str:
     if not p:
-        return "—"
-    return f"{p.get('run_id', '')} ({fmt_time(str(p.get('started', '')))}, {p.get('verdict', '')})"
+        return none
+    what = ", ".join(x for x in (fmt_time(str(p.get("started", ""))), str(p.get("suite") or ""),
+                                 str(p.get("verdict", "")), str(p.get("how") or "")) if x)
+    return f"{p.get('run_id', '')} ({what})"
 
 
 def history_view(record: RunRecord) -> dict[str, Any] | None:
@@ -86,8 +91,8 @@ def history_view(record: RunRecord) -> dict[str, Any] | None:
               + (f" · system serial {node['system_serial']}" if node.get("system_serial") else "")),
              ("Earlier runs", str(node.get("runs_before", 0))
               + (f" since {fmt_time(str(node['first_seen']))}" if node.get("runs_before") else "")),
-             ("Go-live run", _run_text(h.get("golive"))),
-             ("Previous run", _run_text(h.get("previous"))),
+             ("Go-live run", _run_text(h.get("golive"), NO_GOLIVE)),
+             ("Previous run", _run_text(h.get("previous"), "none of this suite with the same parameters")),
              ("History store", str(h.get("store", "—")))]
     changes = [(KIND_WORDS.get(str(c.get("kind")), str(c.get("kind"))), str(c.get("detail", "")))
                for c in h.get("changes", [])]

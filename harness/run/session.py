@@ -49,7 +49,7 @@ def execute(*, suite: str | None, profile: str | None, output: Path, only: Seque
             resume: Path | None = None, history: str | Path | None = None, quiet: bool = False,
             keep: int = DEFAULT_KEEP) -> Finished:
     """`run`, returning the record as written too. `history` is --history ('off', a path, or None
-    for OUTPUT/history.sqlite); `quiet` prints nothing and keeps the newest `keep` quiet runs."""
+    for the node's default store); `quiet` prints nothing and keeps the newest `keep` quiet runs."""
     with _start_up():
         launch = _plan_run(suite=suite, profile=profile, output=output, only=only, skip=skip,
                            dry_run=dry_run, allow_destructive=allow_destructive, argv=argv,
@@ -86,6 +86,7 @@ def _plan_run(*, suite: str | None, profile: str | None, output: Path, only: Seq
     """Load, check and plan the run (or the resumed one); returns what then runs it."""
     from harness import config
     from harness.checks.registry import kinds
+    from harness.history.series import params_digest
     from harness.platform import sysinfo
     from harness.run import plan
     from harness.run.resume import digest
@@ -114,12 +115,28 @@ def _plan_run(*, suite: str | None, profile: str | None, output: Path, only: Seq
         return lambda **_: Finished(0)
     suite_info = {"name": loaded.suite.name, "path": str(loaded.path),
                   "description": loaded.suite.description, "digest": digest(loaded.suite),
-                  "file": str(loaded.path.resolve()), "selected": [pc.id for pc in planned]}
+                  "file": str(loaded.path.resolve()), "selected": [pc.id for pc in planned],
+                  "tags": list(loaded.suite.tags),
+                  "params": {pc.id: params_digest(pc.check.spec.kind, pc.check.params.model_dump(mode="json"),
+                                                  pc.check.repeat) for pc in planned},
+                  "declared": declared_directions(planned)}
     profile_info = {"name": prof.profile.name, "path": str(prof.path), "reason": reason,
                     "chain": list(prof.chain), "digest": digest(prof.profile),
                     "file": str(prof.path.resolve())}
     return partial(_launch, planned, loaded, prof, suite_info, profile_info, inventory, output=output,
                    run_dir=None, allow_destructive=allow_destructive, argv=argv)
+
+
+def declared_directions(planned: Sequence[PlannedCheck]) -> dict[str, dict[str, str]]:
+    """check id -> metric -> better, for metrics a check declares itself (a command check's
+    `better: higher`): what baselines, trends and `compare` read beside the catalogue."""
+    out: dict[str, dict[str, str]] = {}
+    for pc in planned:
+        if pc.check.kind.declared_metrics is not None:
+            mine = {n: s.better for n, s in pc.check.kind.declared_metrics(pc.check.params).items()}
+            if mine:
+                out[pc.id] = mine
+    return out
 
 
 def _resume(run_dir: Path, allow_destructive: bool,

@@ -12,23 +12,27 @@ from historyhelp import derive, load
 
 from harness.history.store import SqliteStore
 
-NO_ENV = {"HARNESS_HISTORY": ""}  # the default: OUTPUT/history.sqlite
+NO_ENV = {"HARNESS_HISTORY": ""}  # the default: the node's store (HARNESS_STATE_DIR in tests)
+ACCEPTANCE_FIO = QUICK_FIO.replace("name: quick\n", "name: quick\ntags: [acceptance]\n")
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    """Two runs, the default store in <tmp>/state; returns (the store's folder, run dirs)."""
     tmp = tmp_path_factory.mktemp("hist")
-    suite = write(tmp / "quick.yaml", QUICK_FIO)
+    suite = write(tmp / "quick.yaml", ACCEPTANCE_FIO)
     out = tmp / "reports"
-    env = {**NO_ENV, "HARNESS_LOCK_FILE": str(tmp / "run.lock")}  # before conftest's per-test lock
+    env = {**NO_ENV, "HARNESS_LOCK_FILE": str(tmp / "run.lock"),  # before conftest's per-test lock
+           "HARNESS_STATE_DIR": str(tmp / "state")}
     for _ in range(2):
         r = harness("run", str(suite), "--profile", "generic", "--output", str(out), env=env)
         assert r.returncode == 0, r.stdout + r.stderr
         assert "warning" not in r.stderr
-    return out, run_dirs(out)
+    assert not (out / "history.sqlite").exists()
+    return tmp / "state", run_dirs(out)
 
 
-def test_every_run_is_recorded_beside_the_reports(recorded):
+def test_every_run_is_recorded_in_the_node_store(recorded):
     out, dirs = recorded
     with SqliteStore(out / "history.sqlite") as store:
         (node,) = store.nodes()

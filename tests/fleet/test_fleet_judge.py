@@ -192,7 +192,8 @@ def test_the_batch_script_quotes_every_value(tmp_path: Path):
                     "\"cwd\": os.getcwd(), \"pp\": os.environ[\"PYTHONPATH\"]}, "
                     "open(os.environ[\"FAKE_OUT\"], \"w\")); sys.exit(1)' \"$@\"\n")
     fake.chmod(0o755)
-    opts = dispatch.JobOptions("/suites/a b;rm -rf x.yaml", profile="p$(id)", python=str(fake))
+    opts = dispatch.JobOptions("/suites/a b;rm -rf x.yaml", profile="p$(id)", python=str(fake),
+                               history="/shared/h $(id).sqlite")
     script = node_dir / "job.sh"
     script.write_text(dispatch.job_script("n1", node_dir, opts))
     env = {"PATH": os.environ["PATH"], "SLURMD_NODENAME": "n1", "SLURM_JOB_ID": "77",
@@ -201,7 +202,7 @@ def test_the_batch_script_quotes_every_value(tmp_path: Path):
     assert r.returncode == 1, r.stderr
     got = json.loads(record_file.read_text())
     assert got["argv"] == ["-m", "harness", "run", "/suites/a b;rm -rf x.yaml", "--output", str(node_dir),
-                           "--profile", "p$(id)"]
+                           "--profile", "p$(id)", "--history", "/shared/h $(id).sqlite"]
     assert got["lock"] == str(tmp_path / "harness-n1.lock") and got["cwd"] == str(node_dir)
     assert got["pp"].split(":")[0] == str(Path(dispatch.__file__).resolve().parents[2])
     assert json.loads((node_dir / "job-exit.json").read_text())["rc"] == 1

@@ -22,6 +22,8 @@ from clihelp import ROOT
 from promhelp import pushgateway, scrape
 from slurmlab import OWNER, Lab, slurm_lab, stop_orphans
 
+from harness.history.store import SqliteStore
+
 pytestmark = pytest.mark.slow
 
 BENCH = """\
@@ -88,11 +90,13 @@ def fleet(lab: Lab, *args: str, timeout: float = 400) -> subprocess.CompletedPro
 def test_fleet_run_reports_drains_exports_and_resumes(lab: Lab, tmp_path: Path):
     suite, profile = files(tmp_path)
     out = tmp_path / "fleet"
+    (tmp_path / "shared").mkdir()  # a shared file system's folder: the jobs write one store there
     t0 = time.monotonic()
     with pushgateway(tmp_path) as url:
         r = fleet(lab, "run", str(suite), "--nodes", "n[1-4]", "--output", str(out),
                   "--profile", str(profile), "--time", "10", "--drain-failed", "--poll-interval", "1s",
-                  "--start-timeout", "5m", "--pushgateway", url, "--prom-textfile", str(out))
+                  "--start-timeout", "5m", "--pushgateway", url, "--prom-textfile", str(out),
+                  "--history", str(tmp_path / "shared" / "history.sqlite"))
         took = time.monotonic() - t0
         assert r.returncode == 1, r.stdout + r.stderr
         pushed = scrape(url)
@@ -117,6 +121,14 @@ def test_fleet_run_reports_drains_exports_and_resumes(lab: Lab, tmp_path: Path):
         (run_dir,) = [p for p in (out / "nodes" / n).iterdir() if (p / "results.json").is_file()]
         assert nodes[n]["run_dir"] == str(run_dir.relative_to(out))
         assert json.loads((out / "nodes" / n / "job-exit.json").read_text())["node"] == n
+    shared = tmp_path / "shared" / "history.sqlite"
+    with SqliteStore(shared) as store:  # every node's run in one store (the lab's nodes share a
+        # hostname, so runs started in the same second share a run id: compared as sets)
+        recorded = {r.run_id for n in store.nodes() for r in store.runs(n.node_id)}
+    ran = {json.loads((p / "results.json").read_text())["run_id"]: json.loads(
+        (p / "results.json").read_text())["history"]["store"]
+           for n in lab.nodes for p in (out / "nodes" / n).iterdir() if (p / "results.json").is_file()}
+    assert recorded == set(ran) and set(ran.values()) == {str(shared)}
     # JUnit: one testsuite per node
     suites = {s.get("name"): s for s in ET.parse(out / "junit.xml").getroot().findall("testsuite")}
     assert sorted(suites) == ["n1", "n2", "n3", "n4"] and suites["n3"].get("failures") == "1"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from clihelp import QUICK_FIO, harness, results, run_dirs, write
-from historyhelp import derive, gpus, load, quick_runs
+from historyhelp import acceptance, derive, gpus, load, quick_runs
 
 from harness.config.driftrules import DriftRule
 from harness.history.drift import RunPoint, SeriesKey, SourcedRule, evaluate
@@ -24,13 +24,11 @@ def _rule(**kw: object) -> SourcedRule:
     return SourcedRule(DriftRule.model_validate({"metric": "fio.iops", **kw}), "profile p")
 
 
-def test_golive_is_the_first_accepted_run_and_previous_the_last():
-    past = [RunPoint("r0", "2025-12-01T00:00:00Z", "REJECTED", {K: 5000.0}),
-            RunPoint("r1", "2026-01-01T00:00:00Z", "ACCEPTED", {K: 1000.0}),
-            RunPoint("r2", "2026-04-01T00:00:00Z", "REJECTED", {K: 960.0})]
+def test_drift_compares_with_the_golive_and_the_previous_run_it_is_given():
+    golive = RunPoint("r1", "2026-01-01T00:00:00Z", "ACCEPTED", {K: 1000.0})
+    previous = RunPoint("r2", "2026-04-01T00:00:00Z", "REJECTED", {K: 960.0})
     rules = [_rule(vs="golive", max_drop_pct=5), _rule(vs="previous", max_drop_pct=5, severity="fail")]
-    out = evaluate(rules,
-                   {K: (930.0, "IOPS")}, "2026-07-01T00:00:00Z", past)
+    out = evaluate(rules, {K: (930.0, "IOPS")}, "2026-07-01T00:00:00Z", golive, previous)
     golive, prev = out.evaluations
     assert (golive.reference, golive.outcome, golive.low) == (1000.0, Outcome.WARN, 950.0)
     assert golive.message.startswith("drifted: -7.0% since go-live (r1, 2026-01-01, 181 days ago")
@@ -41,24 +39,26 @@ def test_golive_is_the_first_accepted_run_and_previous_the_last():
 
 def test_rise_growth_and_rate_limits_and_what_is_not_judged():
     wear = SeriesKey("nvme", "nvme.percentage_used", (("device", "nvme0n1"),))
-    past = [RunPoint("q1", "2026-01-01T00:00:00Z", "ACCEPTED", {wear: 4.0})]
+    past = RunPoint("q1", "2026-01-01T00:00:00Z", "ACCEPTED", {wear: 4.0})
     rate = SourcedRule(DriftRule(metric="nvme.percentage_used", vs="previous", max_growth_per_90d=2), "s")
     # 3 points in 2 days: the rate is taken over at least 30 days (2 per 90 days allows 0.67 here)
-    (ev,) = evaluate([rate], {wear: (7.0, "%")}, "2026-01-03T00:00:00Z", past).evaluations
+    (ev,) = evaluate([rate], {wear: (7.0, "%")}, "2026-01-03T00:00:00Z", None, past).evaluations
     assert ev.outcome == Outcome.WARN and ev.high == pytest.approx(4.0 + 2 * 30 / 90)
-    (ev,) = evaluate([rate], {wear: (5.0, "%")}, "2026-04-01T00:00:00Z", past).evaluations
+    (ev,) = evaluate([rate], {wear: (5.0, "%")}, "2026-04-01T00:00:00Z", None, past).evaluations
     assert ev.outcome == Outcome.PASS and ev.high == pytest.approx(6.0)
     grow = SourcedRule(DriftRule(metric="nvme.percentage_used", max_growth=0, severity="fail"), "s")
-    (ev,) = evaluate([grow], {wear: (5.0, "%")}, "2026-04-01T00:00:00Z", past).evaluations
+    (ev,) = evaluate([grow], {wear: (5.0, "%")}, "2026-04-01T00:00:00Z", None, past).evaluations
     assert ev.outcome == Outcome.FAIL and "growth ≤ 0 %" in ev.message
     rise = SourcedRule(DriftRule(metric="nvme.percentage_used", max_rise_pct=10), "s")
-    (ev,) = evaluate([rise], {wear: (4.3, "%")}, "2026-04-01T00:00:00Z", past).evaluations
+    (ev,) = evaluate([rise], {wear: (4.3, "%")}, "2026-04-01T00:00:00Z", None, past).evaluations
     assert ev.outcome == Outcome.PASS and ev.high == pytest.approx(4.4)
-    out = evaluate([_rule(max_drop_pct=5), rate], {wear: (5.0, "%")}, "2026-04-01T00:00:00Z", [])
+    out = evaluate([_rule(max_drop_pct=5), rate], {wear: (5.0, "%")}, "2026-04-01T00:00:00Z", None, None)
     assert out.evaluations == ()
     assert out.notes == ("fio.iops: no such metric measured in this run",
-                         "nvme/nvme.percentage_used{device=nvme0n1}: "
-                         "no previous run value yet to compare with")
+                         "nvme/nvme.percentage_used{device=nvme0n1}: no previous run yet to compare with")
+    other = RunPoint("q0", "2026-01-01T00:00:00Z", "ACCEPTED", {K: 1.0})  # other parameters: no pair
+    (note,) = evaluate([rate], {wear: (5.0, "%")}, "2026-04-01T00:00:00Z", None, other).notes
+    assert "the previous run (q0) has no value of this series" in note
 
 
 def test_a_rule_needs_a_limit():
@@ -84,7 +84,7 @@ def test_drift_over_recorded_quarters_with_a_gpu_swap(real: RunRecord, tmp_path:
     base = {i: 800.0 + i for i in range(8)}
     runs = [derive(real, "q0", "2025-12-15T00:00:00Z", gpu_list=gpus(), scale={"fio.iops": 2.0},
                    extra=_tflops(base), errored_check=True),  # errored: never the go-live
-            derive(real, "g", "2026-01-05T00:00:00Z", gpu_list=gpus(), extra=_tflops(base)),
+            acceptance(derive(real, "g", "2026-01-05T00:00:00Z", gpu_list=gpus(), extra=_tflops(base))),
             derive(real, "q1", "2026-04-05T00:00:00Z", gpu_list=gpus(), scale={"fio.iops": 0.97},
                    extra=_tflops(base)),
             derive(real, "q2", "2026-07-05T00:00:00Z", gpu_list=gpus(), scale={"fio.iops": 0.95},
@@ -142,8 +142,8 @@ def test_run_fails_on_drift_against_an_imported_golive_run(real: RunRecord, tmp_
     store = tmp_path / "hist" / "h.sqlite"
     golden_dir = tmp_path / "golden"
     golden_dir.mkdir()
-    fast = derive(real, "golden-run", "2025-01-01T00:00:00Z", system_serial=None,
-                  scale={"fio.iops": 10.0})  # as if the disk had been ten times faster at go-live
+    fast = acceptance(derive(real, "golden-run", "2025-01-01T00:00:00Z", system_serial=None,
+                             scale={"fio.iops": 10.0}))  # as if the disk had been ten times faster
     (golden_dir / "results.json").write_text(json.dumps(fast.to_dict()))
     r = harness("history", "import", str(golden_dir), "--history", str(store))
     assert r.returncode == 0, r.stderr
@@ -161,7 +161,7 @@ def test_run_fails_on_drift_against_an_imported_golive_run(real: RunRecord, tmp_
     outcomes = {(e["metric"], e["outcome"]) for e in drift["evaluations"]}
     assert outcomes == {("fio.iops", "fail"), ("host.cpu_cores", "pass")}
     assert doc["history"]["golive"]["run_id"] == "golden-run"
-    assert not (out / "history.sqlite").exists()  # --history put it elsewhere
+    assert not (out / "history.sqlite").exists()  # the store is never under --output
     html = (run_dir / "report.html").read_text()
     assert "History and trends" in html and '<svg class="trend"' in html and "Inspection sign-off" in html
     suite_el = ET.parse(run_dir / "junit.xml").getroot().find("testsuite")

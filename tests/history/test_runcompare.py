@@ -28,7 +28,8 @@ def test_rows_are_ordered_by_regression_in_the_bad_direction():
                      ("host.cpu_cores", None), ("fio.iops", "gone"), ("fio.iops", "new")]
     assert [round(r.regression_pct or 0, 6) for r in rows[:3]] == [30.0, 10.0, -10.0]
     cells = table_rows(rows)
-    assert cells[0] == ("c/fio.clat_p99{job=r}", "100", "130", "us", "+30.0%", "worse")
+    assert cells[0] == ("c/fio.clat_p99{job=r}", "100", "130", "us", "+30.0%", "↓ lower", "worse")
+    assert cells[1][5] == "↑ higher" and cells[3][5] == ""  # gpu.power_mean: no direction
     assert cells[2][-1] == "better" and cells[3][-1] == "" and cells[-2][-1] == "only in A"
     assert cells[-1][1:3] == ("—", "5")
     doc = to_json(a, b, rows)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import report_samples as samples
-from historyhelp import derive, gpus
+from historyhelp import acceptance, derive, gpus
 
 from harness.config.driftrules import DriftRule
 from harness.history.drift import SourcedRule
@@ -43,6 +43,7 @@ def inspected(tmp_path: Path, evil: str = "") -> RunRecord:
     quarters = [("2025-06-02T09:00:00Z", 1.0), ("2025-09-01T09:00:00Z", 0.99), ("2025-12-01T09:00:00Z", 0.97)]
     runs = [derive(base, f"q{i}", t, hostname=host, gpu_list=gpus(), scale={"nccl.busbw": s})
             for i, (t, s) in enumerate(quarters)]
+    runs[0] = acceptance(runs[0])  # the go-live run: the first accepted run of an acceptance suite
     now = derive(base, "q3" + evil, "2026-03-02T09:00:00Z", hostname=host, gpu_list=gpus(swapped=[3]),
                  driver="560.35.03", scale={"nccl.busbw": 0.9})
     rules = [SourcedRule(DriftRule(metric="nccl.busbw", vs="golive", max_drop_pct=5), "suite quarterly")]
@@ -76,7 +77,10 @@ def test_history_section_shows_changes_drift_trends_and_sign_off(tmp_path: Path)
     assert "nvidia_driver 550.90.07 → 560.35.03" in section
     assert "drifted: -10.0% since go-live (q0, 2025-06-02" in section
     assert section.count('<svg class="trend"') == len(record.history["trends"]) >= 3
-    assert "Go-live run</dt><dd>q0 (2025-06-02 09:00:00 UTC, ACCEPTED)" in section
+    suite = record.suite["name"]
+    assert (f"Go-live run</dt><dd>q0 (2025-06-02 09:00:00 UTC, {suite}, ACCEPTED, first accepted run of an "
+            "acceptance suite)") in section
+    assert f"Previous run</dt><dd>q2 (2025-12-01 09:00:00 UTC, {suite}, ACCEPTED)" in section
     assert 'id="signoff"' in html and html.count('class="fill"') >= 5
     drift = record.checks[-1]
     assert drift.id == "drift" and drift.status.value == "warned"

@@ -74,15 +74,17 @@ def test_final_outputs_are_rendered_and_written_once_after_history(tmp_path: Pat
     assert json.loads(json.dumps(done.record.to_dict())) == doc(done)  # returned = written
 
 
-def test_history_off_is_a_parameter_not_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_history_off_is_a_parameter_not_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         state_dir: Path):
     monkeypatch.setenv("HARNESS_HISTORY", str(tmp_path / "from-env.sqlite"))  # only the CLI reads it
     done = go(tmp_path, history="off")
     assert done.code == 0 and doc(done)["history"] == {}
     assert not (tmp_path / "from-env.sqlite").exists()
     assert not (tmp_path / "reports" / "history.sqlite").exists()
     (tmp_path / "b").mkdir()
-    done = go(tmp_path / "b", history=None)  # default: OUTPUT/history.sqlite
-    assert doc(done)["history"]["store"] == str(tmp_path / "b" / "reports" / "history.sqlite")
+    done = go(tmp_path / "b", history=None)  # default: the node's store, wherever --output is
+    assert doc(done)["history"]["store"] == str(state_dir / "history.sqlite")
+    assert not (tmp_path / "b" / "reports" / "history.sqlite").exists()
 
 
 def boom(*_: Any) -> Any:

@@ -83,6 +83,11 @@ def derive(base: RunRecord, run_id: str, started: str, *, hostname: str | None =
     return replace(rec, checks=tuple(checks))
 
 
+def acceptance(record: RunRecord) -> RunRecord:
+    """The record as a run of a suite tagged for acceptance (so it can be a node's go-live run)."""
+    return replace(record, suite={**record.suite, "tags": ["acceptance"]})
+
+
 def load(run_dir: Path) -> RunRecord:
     return results.load(run_dir)
 
