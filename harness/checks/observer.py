@@ -37,6 +37,7 @@ class Reading:
     cpu: Optional[CpuTimes] = None
     psi: Mapping[str, Pressure] = field(default_factory=dict)
     cg: Optional[cgroup.CgroupReading] = None
+    cg_path: Optional[str] = None
     disks: Mapping[str, diskstats.DiskStat] = field(default_factory=dict)
     net: Mapping[str, NetDev] = field(default_factory=dict)
     snmp: Mapping[str, int] = field(default_factory=dict)
@@ -114,8 +115,8 @@ class Observer:
         fs, pid0 = self.fs, (self.roots[0] if self.roots else None)
         cpu = fs.stat()
         psi = {r: p for r in ("cpu", "memory", "io") if (p := fs.pressure(r)) is not None}
-        if self.roots and self.cg is None:
-            self.cg = self._locate()
+        if self.roots:  # the workload may move (a wrapper that enters its cgroup, then execs)
+            self.cg = self._locate() or self.cg
         cg = cgroup.read(self.cg) if self.cg is not None else None
         disks = diskstats.read(self.root) or {}
         net_pid = pid0 if pid0 is not None and fs.task(pid0) is not None else None
@@ -134,8 +135,8 @@ class Observer:
                                  ("rdma", rdma or None, "no RDMA device"), ("shm", usage, "no /dev/shm"),
                                  ("gpu", gpus or None, "no NVML")):
             self._note(name, value, why)
-        return Reading(time.monotonic(), cpu, psi, cg, disks, net, snmp, tcp, rdma, usage, gpus, procs,
-                       d_tasks, r_tasks, tasks)
+        return Reading(time.monotonic(), cpu, psi, cg, self.cg.path if self.cg else None, disks, net, snmp,
+                       tcp, rdma, usage, gpus, procs, d_tasks, r_tasks, tasks)
 
     def _processes(self) -> tuple[dict[tuple[int, int], Any], tuple[int, ...], int, int]:
         fs = self.fs
@@ -190,7 +191,7 @@ class Observer:
                       cpu_iowait=(b.cpu.iowait - a.cpu.iowait) / span)
         kw["psi"] = _psi(a.psi, b.psi, dt)
         kw.update(self._work(a, b, dt))
-        if a.cg is not None and b.cg is not None:
+        if a.cg is not None and b.cg is not None and a.cg_path == b.cg_path:
             kw.update(_cgroup(a.cg, b.cg, dt, b.disks))
         kw["disks"] = {n: Disk(util=min(1.0, (s.io_ms - p.io_ms) / 1000 / dt),
                                read_bps=(s.read_bytes - p.read_bytes) / dt,
@@ -257,13 +258,15 @@ class Observer:
     def window(self, interval: float, command: Mapping[str, Any] | None = None) -> Window:
         ticks = self.buffer.all()
         duration = round(ticks[-1].t, 3) if ticks else 0.0
-        quota_file = self.prev.cg.quota_file if self.prev and self.prev.cg else ""
-        io_file = self.prev.cg.io_limit_file if self.prev and self.prev.cg else ""
-        path = shm.path_for(self.roots[0] if self.roots else None, Path("/"))
+        cg = self.prev.cg if self.prev is not None else None
+        paths = self.cg.paths if self.cg is not None else {}
+        quota_file = f"{cg.quota_file} of {paths.get('cpu', '/')}" if cg and cg.quota_file else ""
+        io_file = f"{cg.io_limit_file} of {paths.get('io', '/')}" if cg and cg.io_limit_file else ""
         return Window(scope=self.scope, started=self.started, duration_s=duration, interval_s=interval,
                       ticks=ticks, processes=self.totals.top(), pids=self.roots,
-                      cgroup=self.cg.path if self.cg else None, quota_file=quota_file, io_limit_file=io_file,
-                      shm_path="/dev/shm" if not self.roots else f"/dev/shm of pid {self.roots[0]} ({path})",
+                      cgroup=self.cg.path if self.cg else None, memory_cgroup=paths.get("memory"),
+                      quota_file=quota_file, io_limit_file=io_file,
+                      shm_path="/dev/shm" if not self.roots else f"/dev/shm of pid {self.roots[0]}",
                       sources=dict(self.sources), command=dict(command or {}), dropped=self.buffer.merges)
 
 

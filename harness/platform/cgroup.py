@@ -23,6 +23,7 @@ class Cgroup:
     """A process's cgroup: the directory serving each controller and whether it is v2."""
 
     path: str  # the cgroup's path as /proc/PID/cgroup names it (the cpu controller's on v1)
+    paths: Mapping[str, str] = field(default_factory=dict)  # "cpu", "memory", "io" -> that controller's path
     cpu: Optional[Path] = None
     memory: Optional[Path] = None
     io: Optional[Path] = None
@@ -191,8 +192,11 @@ def locate(pid: int, root: Path = Path("/")) -> Optional[Cgroup]:
     cpu, cpu_v2 = pick("cpu", "cpu.stat", "cpu.max")
     mem, mem_v2 = pick("memory", "memory.limit_in_bytes", "memory.max")
     io, io_v2 = pick("blkio", "blkio.throttle.io_service_bytes", "io.stat")
-    name = paths.get("cpu", paths.get("", "/"))
-    return Cgroup(name, cpu, mem, io, cpu_v2, mem_v2, io_v2)
+    v2path = paths.get("", "/")
+    named = {c: (v2path if v2 else paths.get(v1name, "/")) for c, d, v2, v1name in
+             (("cpu", cpu, cpu_v2, "cpu"), ("memory", mem, mem_v2, "memory"), ("io", io, io_v2, "blkio"))
+             if d is not None}
+    return Cgroup(paths.get("cpu", v2path), named, cpu, mem, io, cpu_v2, mem_v2, io_v2)
 
 
 def read(cg: Cgroup) -> CgroupReading:
@@ -247,7 +251,8 @@ def read(cg: Cgroup) -> CgroupReading:
             r = parse_blkio_bps(_text(cg.io, "blkio.throttle.read_bps_device") or "")
             w = parse_blkio_bps(_text(cg.io, "blkio.throttle.write_bps_device") or "")
             kw["io_limits"] = {d: (r.get(d), w.get(d)) for d in sorted(set(r) | set(w))}
-            kw["io_limit_file"] = "blkio.throttle.read_bps_device/write_bps_device"
+            kw["io_limit_file"] = " and ".join(f"blkio.throttle.{n}_bps_device" for n, m in
+                                               (("read", r), ("write", w)) if m) or "blkio.throttle"
     pressure = {}
     for res, d in (("cpu", cg.cpu if cg.cpu_v2 else None), ("memory", cg.memory if cg.memory_v2 else None),
                    ("io", cg.io if cg.io_v2 else None)):

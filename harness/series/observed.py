@@ -135,8 +135,9 @@ class Window:
     processes: tuple[Proc, ...] = ()
     pids: tuple[int, ...] = ()  # the roots watched
     cgroup: Optional[str] = None
-    quota_file: str = ""
-    io_limit_file: str = ""
+    memory_cgroup: Optional[str] = None
+    quota_file: str = ""  # "cpu.max of /slice/job", "cpu.cfs_quota_us of /x"
+    io_limit_file: str = ""  # "io.max of /slice/job"
     shm_path: str = "/dev/shm"
     sources: Mapping[str, str] = field(default_factory=dict)  # source -> "ok" or why it is missing
     command: Mapping[str, Any] = field(default_factory=dict)  # argv, rc

@@ -180,7 +180,7 @@ def _cpu(w: Window, th: Thresholds) -> Optional[Finding]:
         quota = max((t.cg_quota or 0.0) for t in ticks)
         frac = _mean([t.cg_throttled for t, f in zip(ticks, throttled, strict=True) if f]) or 0.0
         held = _mean([t.cg_throttled_s for t, f in zip(ticks, throttled, strict=True) if f]) or 0.0
-        where = f" ({w.quota_file} of {w.cgroup})" if w.quota_file and w.cgroup else ""
+        where = f" ({w.quota_file})" if w.quota_file else ""
         text = (f"throttled by its cgroup quota of {num(quota)} CPUs{where}: stopped in {pct(frac)} of "
                 f"periods for {pct(_share(ticks, throttled))} of the window, held back {num(held)} s/s, "
                 f"using {num(cores)} cores")
@@ -219,7 +219,8 @@ def _storage(w: Window, th: Thresholds) -> Optional[Finding]:
                  + (f", in D state {p.d_ticks} samples" if p.d_ticks else ""))
     limited = sorted({d for t in hit for d in at_limit(t)})
     d_tasks = _mean([t.tasks_d for t in hit]) or 0.0
-    waiting = f"; {num(d_tasks)} tasks in D state on average" if d_tasks else ""
+    waiting = (f"; {num(d_tasks)} task{'' if d_tasks == 1 else 's'} in D state on average"
+               if d_tasks else "")
     if limited:
         dev = limited[0]
         ios = [t.io[dev] for t in hit if dev in t.io]
@@ -228,7 +229,7 @@ def _storage(w: Window, th: Thresholds) -> Optional[Finding]:
         lim_w = max((i.write_limit or 0.0) for i in ios)
         parts = ([f"read {rate(r)} of {rate(lim_r)} allowed"] if lim_r else []) + \
                 ([f"wrote {rate(wr)} of {rate(lim_w)} allowed"] if lim_w else [])
-        where = f" ({w.io_limit_file} of {w.cgroup})" if w.io_limit_file and w.cgroup else ""
+        where = f" ({w.io_limit_file})" if w.io_limit_file else ""
         return Finding("storage", share, f"{dev} held at its cgroup I/O limit{where}: {', '.join(parts)} "
                        f"for {pct(share)} of the window{waiting}", tuple(limited), procs)
     util: dict[str, list[float]] = {}
@@ -276,7 +277,7 @@ def _memory(w: Window, th: Thresholds) -> Optional[Finding]:
     limit = max((t.mem_limit or 0.0) for t in ticks)
     if limit:
         used = max((t.mem_used or 0.0) for t in hit)
-        where = f" of {w.cgroup}" if w.cgroup else ""
+        where = f" {w.memory_cgroup}" if w.memory_cgroup else ""
         parts.append(f"at its cgroup memory limit{where}: {mib(used)} of {mib(limit)}")
     if stall is not None:
         parts.append(f"tasks stalled on memory {pct(stall)} of the time")
