@@ -93,6 +93,7 @@ class Observer:
         self.totals = _Totals(max_procs)
         self.prev: Optional[Reading] = None
         self.me = os.getpid()
+        self._starts = {p: st.starttime for p in roots if (st := self.fs.task(p)) is not None}
         self.cg = self._locate()
         self.host_netns = self.fs.netns(self.me)
         self.sources: dict[str, str] = {}
@@ -103,8 +104,16 @@ class Observer:
         return next((c for p in self.roots if (c := cgroup.locate(p, self.root)) is not None), None)
 
     def alive(self) -> bool:
-        """Whether any root process still exists (always True for the node)."""
-        return not self.roots or any(self.fs.task(p) is not None for p in self.roots)
+        """Whether any root process still runs (always True for the node). A zombie is gone, and so
+        is a pid the kernel has given to a new process (its start time differs)."""
+        if not self.roots:
+            return True
+        for pid in self.roots:
+            st = self.fs.task(pid)
+            if st is not None and st.state not in ("Z", "X") \
+                    and self._starts.get(pid, st.starttime) == st.starttime:
+                return True
+        return False
 
     # ------------------------------------------------------------ one reading
 
@@ -348,5 +357,5 @@ def watch(observer: Observer, *, duration: Optional[float], interval: float,
             due += interval
             if due < now:  # fell behind (a stalled machine): skip, do not burst
                 due = now + interval
-    if time.monotonic() - last > 0.05 or observer.prev is None:
-        observer.sample()
+    if time.monotonic() - last > 0.05 or not observer.buffer.ticks:  # a workload that ended at once
+        observer.sample()  # still gets its one short tick

@@ -159,7 +159,8 @@ def _top(procs: Sequence[Proc], key: Callable[[Proc], float], what: Callable[[Pr
 def _cpu(w: Window, th: Thresholds) -> Optional[Finding]:
     ticks = w.ticks
     procs = _top(w.processes, lambda p: p.cpu_s + p.wait_s,
-                 lambda p: f"used {num(p.cpu_s)} CPU-s, waited {num(p.wait_s)} s for a CPU")
+                 lambda p: f"used {num(p.cpu_s)} CPU-s" + (f", waited {num(p.wait_s)} s for a CPU"
+                                                           if p.wait_s >= 0.01 else ""))
     if w.scope == "node":
         flags = [t.cpu_busy is not None and t.cpu_busy >= th.cpu_busy for t in ticks]
         share = _share(ticks, flags)
@@ -329,7 +330,8 @@ def _network(w: Window, th: Thresholds) -> Optional[Finding]:
         parts.append(f"{pct(rt) if rt >= 0.01 else f'{100 * rt:.2f}%'} of TCP segments retransmitted")
     if any(congested(t) for t in hit):
         parts.append("RDMA ports waiting for credits or discarding")
-    procs = _top(w.processes, lambda p: p.cpu_s + 0.001, lambda p: f"used {num(p.cpu_s)} CPU-s")
+    procs = _top(w.processes, lambda p: p.cpu_s + 0.001,
+                 lambda p: f"used {num(p.cpu_s)} CPU-s" if p.cpu_s >= 0.01 else "sleeping on its sockets")
     return Finding("network", share, f"{', '.join(parts) or 'network limited'} for {pct(share)} of the "
                    "window", tuple(devs), procs)
 
