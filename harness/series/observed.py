@@ -3,10 +3,12 @@ per-process totals. Pure data, JSON round trip, and the merge that keeps memory 
 
 A tick covers `dt` seconds ending `t` seconds into the window. Rates are per second over the
 tick (bytes/s, cores, s/s), fractions are 0-1, gauges (memory used, shm used) are the reading at
-the tick's end. `merge()` folds two neighbouring ticks into one: rates and fractions weighted by
-time, gauges by their maximum, event counts summed, reason bits or-ed; the buffer in the
-observer halves its resolution with it when it fills, so a week-long window costs what ten
-minutes do (shares stay weighted by time, finer detail is averaged away).
+the tick's end. `merge()` folds two neighbouring ticks into one covering both: the later tick's
+rates and fractions stand for the pair (a systematic sample: shares of time stay unbiased and
+each reading keeps its crisp value, where averaging would smear a saturated second and an idle
+one into two half-busy ones), gauges keep their peak, event counts are summed, reason bits
+or-ed. The buffer halves its resolution with it when it fills, so a week-long window costs what
+ten minutes do.
 """
 
 from __future__ import annotations
@@ -175,38 +177,38 @@ def load(path: Path) -> Window:
 
 # ---------------------------------------------------------------- merging (fixed memory)
 
-def _merge_value(how: str, a: Any, b: Any, wa: float, wb: float) -> Any:
+def _merge_value(how: str, a: Any, b: Any) -> Any:
     if a is None or b is None:
         return b if a is None else a
     if dataclasses.is_dataclass(a):
-        return _merge_obj(a, b, wa, wb)
+        return _merge_obj(a, b)
     if isinstance(a, Mapping):
         keys = list(dict.fromkeys([*a, *b]))
-        return {k: _merge_value(how, a.get(k), b.get(k), wa, wb) for k in keys}
+        return {k: _merge_value(how, a.get(k), b.get(k)) for k in keys}
     if isinstance(a, tuple):
         if len(a) != len(b):
             return b
-        return tuple(_merge_value(how, x, y, wa, wb) for x, y in zip(a, b, strict=True))
+        return tuple(_merge_value(how, x, y) for x, y in zip(a, b, strict=True))
     if how == "max":
         return max(a, b)
     if how == "sum":
         return a + b
     if how == "or":
         return int(a) | int(b)
-    return (a * wa + b * wb) / (wa + wb) if wa + wb > 0 else b
+    return b  # "sample": the later reading stands for both
 
 
-def _merge_obj(a: Any, b: Any, wa: float, wb: float) -> Any:
+def _merge_obj(a: Any, b: Any) -> Any:
     out = {}
     for f in dataclasses.fields(a):
         x, y = getattr(a, f.name), getattr(b, f.name)
-        out[f.name] = x if f.name == "gpu" else _merge_value(f.metadata.get("merge", "mean"), x, y, wa, wb)
+        out[f.name] = x if f.name == "gpu" else _merge_value(f.metadata.get("merge", "sample"), x, y)
     return type(a)(**out)
 
 
 def merge(a: Tick, b: Tick) -> Tick:
     """Two neighbouring ticks as one covering both (a before b)."""
-    m = _merge_obj(a, b, a.dt, b.dt)
+    m = _merge_obj(a, b)
     return dataclasses.replace(m, t=b.t, dt=a.dt + b.dt)
 
 

@@ -48,8 +48,7 @@ class Thresholds:
     tcp_retrans: float = 0.01  # retransmitted / sent TCP segments
     rdma_xmit_wait: float = 1e5  # port_xmit_wait ticks per second (the port lacked credits)
     shm_full: float = 0.95  # /dev/shm use against its size
-    gpu_busy: float = 0.8  # GPU utilisation that counts as busy
-    gpu_bound: float = 0.8  # share of the window the GPUs were busy to call the work compute-bound
+    gpu_bound: float = 0.8  # GPU utilisation (mean over GPUs and window) to call the work compute-bound
     gpu_working: float = 0.3  # utilisation above which a low clock is throttling, not idling
     gpu_clock: float = 0.9  # SM clock below this fraction of its max, with a throttling reason
     gpu_mem_full: float = 0.95  # GPU memory used against its total
@@ -96,7 +95,7 @@ class Diagnosis:
     primary: str
     verdict: str  # one sentence
     findings: tuple[Finding, ...]
-    gpu_busy: Optional[float] = None  # share of the window the GPUs were busy; None without GPUs
+    gpu_busy: Optional[float] = None  # mean GPU utilisation over the window, 0-1; None without GPUs
 
     def to_dict(self) -> dict[str, Any]:
         return {"primary": self.primary, "verdict": self.verdict,
@@ -363,12 +362,15 @@ def _gpu_procs(w: Window) -> tuple[ProcRef, ...]:
     return _top(w.processes, lambda p: p.gpu_mem_max, lambda p: f"GPU memory {mib(p.gpu_mem_max)}")
 
 
-def gpu_busy_share(w: Window, th: Thresholds) -> Optional[float]:
-    """Share of the window the GPUs were busy (mean over GPUs); None without GPU readings."""
-    flags = _gpu_flags(w, lambda g: g.util is not None and g.util >= th.gpu_busy)
-    if not flags:
-        return None
-    return sum(_share(w.ticks, f) for f in flags.values()) / len(flags)
+def gpu_busy_share(w: Window) -> Optional[float]:
+    """How busy the GPUs were: utilisation (the share of time a kernel ran) averaged over the GPUs
+    and weighted by time; None without GPU readings."""
+    num_, den = 0.0, 0.0
+    for t in w.ticks:
+        for g in t.gpus:
+            if g.util is not None:
+                num_, den = num_ + g.util * t.dt, den + t.dt
+    return num_ / den if den > 0 else None
 
 
 def _throttling(w: Window, th: Thresholds) -> Optional[Finding]:
@@ -423,12 +425,11 @@ def _gpu_memory(w: Window, th: Thresholds) -> Optional[Finding]:
                    f"busy {pct(util)}", devs, _gpu_procs(w))
 
 
-def _gpu(w: Window, th: Thresholds, busy: float) -> Finding:
-    utils = [g.util for t in w.ticks for g in t.gpus if g.util is not None]
+def _gpu(w: Window, busy: float) -> Finding:
     n = len({g.gpu for t in w.ticks for g in t.gpus})
-    avg = sum(utils) / len(utils) if utils else 0.0
-    return Finding("gpu", busy, f"{n} GPU{'s' if n != 1 else ''} busy for {pct(busy)} of the window "
-                   f"(utilisation {pct(avg)} on average)", tuple(f"gpu{i}" for i in range(n)), _gpu_procs(w))
+    return Finding("gpu", busy, f"{n} GPU{'s' if n != 1 else ''} busy {pct(busy)} of the time "
+                   "(utilisation averaged over the GPUs and the window)", tuple(f"gpu{i}" for i in range(n)),
+                   _gpu_procs(w))
 
 
 # ---------------------------------------------------------------- the verdict
@@ -450,7 +451,7 @@ def diagnose(w: Window, th: Thresholds = THRESHOLDS) -> Diagnosis:
         f = rule(w, th)
         if f is not None and f.share >= th.min_share and f.share > 0:
             found.append(f)
-    busy = gpu_busy_share(w, th)
+    busy = gpu_busy_share(w)
     gpu_first = [f for f in found if f.resource in ("throttling", "gpu_memory")]
     host = sorted((f for f in found if f.resource in HOST_RULES),
                   key=lambda f: (-f.share, TIE_ORDER.index(f.resource)))
@@ -459,7 +460,7 @@ def diagnose(w: Window, th: Thresholds = THRESHOLDS) -> Diagnosis:
         first = min(near, key=lambda f: TIE_ORDER.index(f.resource))
         host = [first] + [f for f in host if f is not first]
     if busy is not None and busy >= th.min_share:
-        found.append(_gpu(w, th, busy))
+        found.append(_gpu(w, busy))
     if gpu_first:
         primary = max(gpu_first, key=lambda f: f.share)
     elif busy is not None and busy >= th.gpu_bound:

@@ -105,8 +105,8 @@ def netns_pair(rate: str = "20mbit") -> Iterator[tuple[str, str, str]]:
         ip("-n", b, "addr", "add", "10.213.0.2/30", "dev", vb)
         for ns, dev in ((a, va), (b, vb), (a, "lo"), (b, "lo")):
             ip("-n", ns, "link", "set", dev, "up")
-        subprocess.run(["tc", "-n", a, "qdisc", "add", "dev", va, "root", "tbf", "rate", rate, "burst", "32kbit",
-                        "latency", "50ms"], check=True)
+        subprocess.run(["tc", "-n", a, "qdisc", "add", "dev", va, "root", "tbf", "rate", rate,
+                        "burst", "32kbit", "latency", "50ms"], check=True)
         yield a, b, "10.213.0.2"
     finally:
         for ns in (a, b):
