@@ -1,6 +1,7 @@
 """The `observe` kind: run a real workload step (or watch pids, or the node) under the stall doctor.
 
-Metrics: `observe.share{resource}` (share of the window each finding held the work back),
+Metrics: `observe.share{resource}` (share of the window each resource held the work back, every
+resource judged, so a rule on one always has its metric),
 `observe.primary{resource}` (1 for the primary bottleneck), `observe.gpu_busy` where GPUs are
 seen, `observe.duration`. A suite can bound them (`observe.share{resource=storage} max 0.2`).
 The window is saved as raw/<check>/observe-series.json for the report's charts; the verdict and
@@ -152,7 +153,7 @@ def _sleeper() -> Any:
 
 def metrics_of(window: Window, diag: Diagnosis) -> list[Metric]:
     """The diagnosis as metrics: a share per finding, the primary, GPU busy share, the window."""
-    out = [Metric("observe.share", round(f.share, 4), RATIO, {"resource": f.resource}) for f in diag.findings]
+    out = [Metric("observe.share", share, RATIO, {"resource": r}) for r, share in diag.shares.items()]
     out.append(Metric("observe.primary", 1.0, COUNT, {"resource": diag.primary}))
     if diag.gpu_busy is not None:
         out.append(Metric("observe.gpu_busy", round(diag.gpu_busy, 4), RATIO))
@@ -164,7 +165,7 @@ def details_of(window: Window, diag: Diagnosis, series_file: str) -> dict[str, A
     return {"primary": diag.primary, "verdict": diag.verdict,
             "findings": [f.to_dict() for f in diag.findings], "scope": window.scope,
             "samples": len(window.ticks), "interval_s": window.interval_s, "cgroup": window.cgroup,
-            "sources": dict(window.sources), "series": series_file}
+            "sources": dict(window.sources), "series": {"file": series_file}}
 
 
 def plan(params: ObserveParams, inventory: Mapping[str, Any]) -> Sequence[PlannedCommand]:

@@ -96,6 +96,7 @@ class Diagnosis:
     verdict: str  # one sentence
     findings: tuple[Finding, ...]
     gpu_busy: Optional[float] = None  # mean GPU utilisation over the window, 0-1; None without GPUs
+    shares: Mapping[str, float] = dataclasses.field(default_factory=dict)  # every resource judged
 
     def to_dict(self) -> dict[str, Any]:
         return {"primary": self.primary, "verdict": self.verdict,
@@ -447,11 +448,16 @@ def diagnose(w: Window, th: Thresholds = THRESHOLDS) -> Diagnosis:
     if not w.ticks:
         return Diagnosis("none", "nothing observed: the window holds no samples", ())
     found: list[Finding] = []
+    shares: dict[str, float] = {}
     for rule in (_throttling, _gpu_memory, *HOST_RULES.values()):
         f = rule(w, th)
-        if f is not None and f.share >= th.min_share and f.share > 0:
-            found.append(f)
+        if f is not None:
+            shares[f.resource] = round(f.share, 4)
+            if f.share >= th.min_share and f.share > 0:
+                found.append(f)
     busy = gpu_busy_share(w)
+    if busy is not None:
+        shares["gpu"] = round(busy, 4)
     gpu_first = [f for f in found if f.resource in ("throttling", "gpu_memory")]
     host = sorted((f for f in found if f.resource in HOST_RULES),
                   key=lambda f: (-f.share, TIE_ORDER.index(f.resource)))
@@ -468,10 +474,10 @@ def diagnose(w: Window, th: Thresholds = THRESHOLDS) -> Diagnosis:
     elif host:
         primary = host[0]
     else:
-        return Diagnosis("none", _nothing(w, busy, th), tuple(found), busy)
+        return Diagnosis("none", _nothing(w, busy, th), tuple(found), busy, shares)
     ordered = (primary, *[f for f in gpu_first + host if f is not primary],
                *[f for f in found if f.resource == "gpu" and f is not primary])
-    return Diagnosis(primary.resource, _sentence(primary, busy, th), ordered, busy)
+    return Diagnosis(primary.resource, _sentence(primary, busy, th), ordered, busy, shares)
 
 
 def _nothing(w: Window, busy: Optional[float], th: Thresholds) -> str:
