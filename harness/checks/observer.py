@@ -27,6 +27,7 @@ from harness.platform.procfs import CLK_TCK, CpuTimes, NetDev, Pressure, ProcFs,
 from harness.series.observed import Disk, Gpu, IoLimit, Net, Proc, Rdma, Tick, TickBuffer, Window
 
 MAX_THREADS = 512  # threads per process whose state is read each tick
+TCP_EVERY_S = 5.0  # /proc/net/tcp{,6} is read at most this often (it costs milliseconds)
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,8 @@ class Observer:
         self.sources: dict[str, str] = {}
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
         self.t0: Optional[float] = None
+        self.interval = 1.0  # set by watch(); paces the costly TCP socket table
+        self._reads = 0
 
     def _locate(self) -> Optional[cgroup.Cgroup]:
         return next((c for p in self.roots if (c := cgroup.locate(p, self.root)) is not None), None)
@@ -130,7 +133,8 @@ class Observer:
         disks = diskstats.read(self.root) or {}
         net_pid = pid0 if pid0 is not None and fs.task(pid0) is not None else None
         net = fs.net_dev(net_pid) or {}
-        snmp, tcp = fs.snmp(net_pid) or {}, fs.tcp_queues(net_pid)
+        snmp = fs.snmp(net_pid) or {}
+        tcp = self._tcp(net_pid, snmp)
         ib = self.root / "sys" / "class" / "infiniband"
         rdma = {f"{d}/{p}": c for (d, p), c in infiniband.port_counters(infiniband.devices(ib), ib).items()}
         usage = shm.usage_of(shm.path_for(net_pid, self.root))
@@ -146,6 +150,20 @@ class Observer:
             self._note(name, value, why)
         return Reading(time.monotonic(), cpu, psi, cg, self.cg.path if self.cg else None, disks, net, snmp,
                        tcp, rdma, usage, gpus, procs, d_tasks, r_tasks, tasks)
+
+    def _tcp(self, pid: Optional[int], snmp: Mapping[str, int]) -> Optional[TcpQueues]:
+        """Send queues of every socket, read at most every TCP_EVERY_S and only while TCP sends:
+        the kernel walks its whole socket hash table for /proc/net/tcp (milliseconds on any
+        node), the single largest cost of a tick. In between, the last reading stands."""
+        self._reads += 1
+        prev = self.prev
+        sending = prev is None or snmp.get("OutSegs") != prev.snmp.get("OutSegs")
+        if not sending:
+            return None
+        every = max(1, round(TCP_EVERY_S / max(self.interval, 1e-3)))
+        if prev is not None and prev.tcp is not None and self._reads % every:
+            return prev.tcp
+        return self.fs.tcp_queues(pid)
 
     def _processes(self) -> tuple[dict[tuple[int, int], Any], tuple[int, ...], int, int]:
         fs = self.fs
@@ -338,6 +356,7 @@ def watch(observer: Observer, *, duration: Optional[float], interval: float,
           finished: Callable[[float], bool]) -> None:
     """Sample every `interval` s until `duration` passes, the roots are gone, or `finished(timeout)`
     (which waits up to timeout s for the workload to end) says so; one last sample at the end."""
+    observer.interval = interval
     observer.sample()
     start = time.monotonic()
     due = start + interval
