@@ -37,7 +37,7 @@ DEFAULT_DURATION_S = 60.0
 METRICS = {
     "observe.share": MetricSpec(RATIO, "lower", "share of the window a resource held the work back"),
     "observe.primary": MetricSpec(COUNT, "none", "1 for the primary bottleneck (label resource)"),
-    "observe.gpu_busy": MetricSpec(RATIO, "higher", "share of the window the GPUs were busy"),
+    "observe.gpu_busy": MetricSpec(RATIO, "higher", "GPU utilisation averaged over GPUs and window"),
     "observe.duration": MetricSpec(SECONDS, "none", "length of the observed window"),
 }
 

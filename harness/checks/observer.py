@@ -27,7 +27,8 @@ from harness.platform.procfs import CLK_TCK, CpuTimes, NetDev, Pressure, ProcFs,
 from harness.series.observed import Disk, Gpu, IoLimit, Net, Proc, Rdma, Tick, TickBuffer, Window
 
 MAX_THREADS = 512  # threads per process whose state is read each tick
-TCP_EVERY_S = 5.0  # /proc/net/tcp{,6} is read at most this often (it costs milliseconds)
+TCP_EVERY_S = 2.0  # /proc/net/tcp{,6} is read at most this often (it costs milliseconds)
+TCP_GATE_B = 256 * 1024  # ... and only while TCP buffers hold this much (sockstat; Thresholds.tcp_backlog)
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Reading:
     cpu: Optional[CpuTimes] = None
     psi: Mapping[str, Pressure] = field(default_factory=dict)
     cg: Optional[cgroup.CgroupReading] = None
-    cg_path: Optional[str] = None
+    cg_paths: tuple[tuple[str, str], ...] = ()  # which cgroup each controller's counters are of
     disks: Mapping[str, diskstats.DiskStat] = field(default_factory=dict)
     net: Mapping[str, NetDev] = field(default_factory=dict)
     snmp: Mapping[str, int] = field(default_factory=dict)
@@ -100,8 +101,8 @@ class Observer:
         self.sources: dict[str, str] = {}
         self.started = datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
         self.t0: Optional[float] = None
-        self.interval = 1.0  # set by watch(); paces the costly TCP socket table
-        self._reads = 0
+        self._tcp_at = 0.0  # when /proc/net/tcp was last read
+        self.tcp_reads = 0
 
     def _locate(self) -> Optional[cgroup.Cgroup]:
         return next((c for p in self.roots if (c := cgroup.locate(p, self.root)) is not None), None)
@@ -148,21 +149,26 @@ class Observer:
                                  ("rdma", rdma or None, "no RDMA device"), ("shm", usage, "no /dev/shm"),
                                  ("gpu", gpus or None, "no NVML")):
             self._note(name, value, why)
-        return Reading(time.monotonic(), cpu, psi, cg, self.cg.path if self.cg else None, disks, net, snmp,
+        paths = tuple(sorted(self.cg.paths.items())) if self.cg else ()
+        return Reading(time.monotonic(), cpu, psi, cg, paths, disks, net, snmp,
                        tcp, rdma, usage, gpus, procs, d_tasks, r_tasks, tasks)
 
     def _tcp(self, pid: Optional[int], snmp: Mapping[str, int]) -> Optional[TcpQueues]:
-        """Send queues of every socket, read at most every TCP_EVERY_S and only while TCP sends:
-        the kernel walks its whole socket hash table for /proc/net/tcp (milliseconds on any
-        node), the single largest cost of a tick. In between, the last reading stands."""
-        self._reads += 1
+        """Bytes queued in TCP sockets. /proc/net/tcp costs milliseconds on any node (the kernel
+        walks its whole socket hash table), so it is read only while TCP buffers hold at least
+        TCP_GATE_B (sockstat, cheap) and TCP sends, and then at most every TCP_EVERY_S; in between
+        the last reading stands."""
+        pages = self.fs.tcp_buffer_pages(pid)
         prev = self.prev
         sending = prev is None or snmp.get("OutSegs") != prev.snmp.get("OutSegs")
-        if not sending:
-            return None
-        every = max(1, round(TCP_EVERY_S / max(self.interval, 1e-3)))
-        if prev is not None and prev.tcp is not None and self._reads % every:
+        if pages is not None and (pages * _PAGE < TCP_GATE_B or not sending):
+            return TcpQueues(0, 0, 0)
+        now = time.monotonic()
+        if prev is not None and prev.tcp is not None and prev.tcp.sockets \
+                and now - self._tcp_at < TCP_EVERY_S:
             return prev.tcp
+        self._tcp_at = now
+        self.tcp_reads += 1
         return self.fs.tcp_queues(pid)
 
     def _processes(self) -> tuple[dict[tuple[int, int], Any], tuple[int, ...], int, int]:
@@ -218,7 +224,7 @@ class Observer:
                       cpu_iowait=(b.cpu.iowait - a.cpu.iowait) / span)
         kw["psi"] = _psi(a.psi, b.psi, dt)
         kw.update(self._work(a, b, dt))
-        if a.cg is not None and b.cg is not None and a.cg_path == b.cg_path:
+        if a.cg is not None and b.cg is not None and a.cg_paths == b.cg_paths:  # not across a move
             kw.update(_cgroup(a.cg, b.cg, dt, b.disks))
         kw["disks"] = {n: Disk(util=min(1.0, (s.io_ms - p.io_ms) / 1000 / dt),
                                read_bps=(s.read_bytes - p.read_bytes) / dt,
@@ -336,6 +342,7 @@ def _cgroup(a: cgroup.CgroupReading, b: cgroup.CgroupReading, dt: float,
     io = {}
     for dev, (r, w) in b.io_bytes.items():
         r0, w0 = a.io_bytes.get(dev, (r, w))
+        r0, w0 = min(r0, r), min(w0, w)  # a counter that went back (a reset) counts from zero
         lim_r, lim_w = b.io_limits.get(dev, (None, None))
         if r - r0 or w - w0 or lim_r or lim_w:
             io[names.get(dev, dev)] = IoLimit((r - r0) / dt, (w - w0) / dt, lim_r, lim_w)
@@ -356,7 +363,6 @@ def watch(observer: Observer, *, duration: Optional[float], interval: float,
           finished: Callable[[float], bool]) -> None:
     """Sample every `interval` s until `duration` passes, the roots are gone, or `finished(timeout)`
     (which waits up to timeout s for the workload to end) says so; one last sample at the end."""
-    observer.interval = interval
     observer.sample()
     start = time.monotonic()
     due = start + interval

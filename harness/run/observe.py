@@ -126,7 +126,8 @@ def as_text(window: Window, diag: Diagnosis) -> str:
     what = {"node": "the node", "pids": "pid " + ", ".join(map(str, window.pids)),
             "command": " ".join(_safe(a) for a in window.command.get("argv", []))}[window.scope]
     lines.append(f"watched {what} for {window.duration_s:.1f} s, {len(window.ticks)} samples every "
-                 f"{window.interval_s:g} s" + (f"; cgroup {window.cgroup}" if window.cgroup else ""))
+                 f"{window.interval_s:g} s" + (f"; cgroup {window.cgroup}" if window.cgroup not in (None, "/")
+                                               else ""))
     missing = [f"{k} ({v})" for k, v in window.sources.items() if v != "ok" and v != "node scope"]
     if missing:
         lines.append("not observed: " + ", ".join(missing))

@@ -10,9 +10,10 @@ tenants of a busy node do not make a sleeping workload "cpu-bound". Watching the
 node's own counters (all CPUs, every disk, PSI).
 
 Primary: a GPU that throttles or pages through PCIe comes first (the GPU is there but slow);
-then, when GPUs were busy at least `gpu_bound` of the window, `gpu` (compute-bound, the healthy
+then, when the GPUs' utilisation averaged `gpu_bound` or more, `gpu` (compute-bound, the healthy
 case); otherwise the host finding with the largest share (ties within 0.1 broken by TIE_ORDER:
-memory trouble also shows as CPU time); otherwise `none`.
+memory trouble also shows as CPU time), worded "input-bound: GPUs busy N% of the time while ..."
+where GPUs wait; otherwise `none`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, Optional
 
 from harness.parsers.clockreasons import BITS, THROTTLING, decode
 from harness.series.observed import Proc, Tick, Window
+from harness.series.stallwords import mib, num, pct, rate, size
 
 RESOURCES = ("none", "gpu", "throttling", "gpu_memory", "storage", "cpu", "memory", "network", "shm")
 TIE_ORDER = ("memory", "shm", "storage", "network", "cpu")
@@ -102,40 +104,6 @@ class Diagnosis:
         return {"primary": self.primary, "verdict": self.verdict,
                 "findings": [f.to_dict() for f in self.findings],
                 "gpu_busy": None if self.gpu_busy is None else round(self.gpu_busy, 3)}
-
-
-# ---------------------------------------------------------------- words and numbers
-
-def pct(x: float) -> str:
-    return f"{100 * x:.0f}%"
-
-
-def num(x: float, digits: int = 3) -> str:
-    """Three significant digits, thousands separated (1,410; 2.35; 0.5)."""
-    if abs(x) >= 100:
-        return f"{x:,.0f}"
-    return f"{x:.{digits}g}"
-
-
-def rate(bps: float) -> str:
-    """Bytes per second as GB/s or MB/s (10^9, 10^6)."""
-    return f"{num(bps / 1e9)} GB/s" if bps >= 1e9 else f"{num(bps / 1e6)} MB/s"
-
-
-def size(b: float) -> str:
-    """Bytes as GB / MB / KB (10^n, as rates are)."""
-    for div, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "KB")):
-        if b >= div:
-            return f"{num(b / div)} {unit}"
-    return f"{b:.0f} B"
-
-
-def mib(b: float) -> str:
-    """Bytes in binary units, as limits are set (256 MiB, 1.5 GiB)."""
-    for div, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if b >= div:
-            return f"{num(b / div)} {unit}"
-    return f"{b:.0f} B"
 
 
 # ---------------------------------------------------------------- the per-resource rules

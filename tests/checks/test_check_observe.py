@@ -110,3 +110,30 @@ def test_a_cgroup_v2_cpu_max_quota_is_named_from_a_tree(tmp_path: Path) -> None:
     assert "throttled by its cgroup quota of 0.5 CPUs (cpu.max of /job.slice/train): " \
         "stopped in 90% of periods" in d.verdict
     assert w.sources["cgroup"] == "ok" and w.sources["disks"] == "no /proc/diskstats"
+
+
+def test_a_workload_moving_cgroups_gives_no_rate_across_the_move(tmp_path: Path) -> None:
+    """A wrapper enters its cgroup and execs the job: the first tick must not subtract the root
+    cgroup's counters from the new one's (that read as -805 MB/s once)."""
+    from observetree import write
+
+    def tree(where: str, read: int) -> None:
+        write(tmp_path, {"proc/stat": Path("/proc/stat").read_text(),
+                         "proc/9/stat": "9 (fio) D 1 9 9 0 -1 0 0 0 0 0 1 1 0 0 20 0 1 0 555 0 10 0\n",
+                         "proc/9/cgroup": f"2:blkio:{where}\n1:cpu:/\n",
+                         f"sys/fs/cgroup/blkio{where}/blkio.throttle.io_service_bytes": f"7:0 Read {read}\n",
+                         f"sys/fs/cgroup/blkio{where}/blkio.throttle.read_bps_device": "7:0 1000000\n",
+                         "sys/fs/cgroup/cpu/cpu.stat": "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n"})
+
+    tree("/", 10**12)
+    obs = Observer((9,), root=tmp_path)
+    obs.sample()
+    tree("/job", 0)
+    time.sleep(0.05)
+    obs.sample()
+    tree("/job", 100_000)
+    time.sleep(0.05)
+    obs.sample()
+    first, second = obs.window(0.05).ticks
+    assert first.io == {} and second.io["7:0"].read_bps > 0
+    assert obs.window(0.05).io_limit_file == "blkio.throttle.read_bps_device of /job"

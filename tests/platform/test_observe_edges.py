@@ -17,6 +17,7 @@ from harness.platform.procfs import (
     parse_pressure,
     parse_schedstat,
     parse_snmp,
+    parse_sockstat,
     parse_stat,
     parse_task_stat,
     parse_tcp_queues,
@@ -62,6 +63,8 @@ def test_schedstat_io_net_and_tcp_files() -> None:
     assert dev["lo"].rx_bytes == dev["lo"].tx_bytes > 0
     snmp = parse_snmp(real("net-snmp"))
     assert snmp["OutSegs"] > 0 and "RetransSegs" in snmp
+    sock = parse_sockstat(real("net-sockstat"))
+    assert sock["TCP"]["mem"] >= 0 and "inuse" in sock["TCP"] and sock["UDP"]["inuse"] >= 0
     q = parse_tcp_queues(real("net-tcp"))
     assert q.sockets == 19
     q2 = parse_tcp_queues("  sl  local rem st tx_queue rx_queue\n"
