@@ -114,7 +114,10 @@ def _watch_command(params: ObserveParams, ctx: CheckContext, nvml: Optional[Nvml
 
 
 def run(params: ObserveParams, ctx: CheckContext) -> CheckOutput:
-    th = THRESHOLDS.with_overrides(params.thresholds)
+    try:
+        th = THRESHOLDS.with_overrides(params.thresholds)
+    except ValueError as e:  # a profile's hardware.observe names an unknown threshold
+        raise HarnessError(f"profile hardware.observe: {e}") from e
     nvml = _nvml()
     try:
         if params.command:
@@ -168,6 +171,14 @@ def details_of(window: Window, diag: Diagnosis, series_file: str) -> dict[str, A
             "sources": dict(window.sources), "series": {"file": series_file}}
 
 
+def profile_defaults(params: ObserveParams, hardware: Mapping[str, Any]) -> ObserveParams:
+    """The profile's hardware.observe thresholds under the suite's own (the suite's win by name)."""
+    site = dict(hardware.get("observe") or {})
+    if not site:
+        return params
+    return params.model_copy(update={"thresholds": {**site, **params.thresholds}})
+
+
 def plan(params: ObserveParams, inventory: Mapping[str, Any]) -> Sequence[PlannedCommand]:
     if params.command:
         note = f"observed every {params.interval:g} s until it exits"
@@ -189,4 +200,5 @@ KIND = CheckKind(
     run=run,
     plan=plan,
     estimate_s=estimate,
+    profile_defaults=profile_defaults,
 )

@@ -137,3 +137,19 @@ def test_a_workload_moving_cgroups_gives_no_rate_across_the_move(tmp_path: Path)
     first, second = obs.window(0.05).ticks
     assert first.io == {} and second.io["7:0"].read_bps > 0
     assert obs.window(0.05).io_limit_file == "blkio.throttle.read_bps_device of /job"
+
+
+def test_a_profile_sets_thresholds_and_the_suite_wins_by_name() -> None:
+    from harness.checks.observe import KIND
+
+    p = ObserveParams.model_validate({"thresholds": {"min_share": 0.5}})
+    merged = KIND.with_profile(p, {"observe": {"min_share": 0.3, "disk_util": 0.8}})
+    assert merged.thresholds == {"min_share": 0.5, "disk_util": 0.8}
+    assert KIND.with_profile(p, {}) is p
+
+
+def test_a_profile_with_observe_thresholds_validates(tmp_path: Path) -> None:
+    prof = write(tmp_path / "site.yaml",
+                 "name: site\nextends: generic\nhardware:\n  observe: {disk_util: 0.8}\n")
+    r = harness("validate", str(prof))
+    assert r.returncode == 0, r.stderr
