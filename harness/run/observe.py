@@ -2,18 +2,21 @@
 the work back (series.stall) in one sentence, as text or one JSON object.
 
 Exit status: 0 observed (whatever the verdict), 2 bad arguments, 3 could not observe (no
-samples, the command could not start, /proc unreadable).
+samples, the command could not start, /proc unreadable), 128+N interrupted by signal N (the
+command's process group is stopped first).
 """
 
 from __future__ import annotations
 
+import signal
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 from harness.checks.observer import Observer, watch
-from harness.errors import HarnessError, UsageError
+from harness.errors import HarnessError, Interrupted, UsageError
 from harness.fsutil import atomic_write_json
 from harness.platform import workload
 from harness.platform.nvml import NvmlSession, NvmlUnavailable
@@ -158,8 +161,23 @@ def main(pids: Sequence[int], command: Sequence[str], duration: Optional[float],
     except ValueError as e:
         raise UsageError(str(e)) from e
     req = Request(tuple(pids), tuple(command), duration, interval, th)
-    # with --json the command's stdout goes to stderr: stdout carries exactly one JSON object
-    window = observe(req, command_output=2 if as_json_ else None)
+
+    def interrupted(signum: int, _frame: object) -> None:
+        raise Interrupted(signum)
+
+    # SIGTERM unwinds like Ctrl-C does, so the workload's process group is stopped on the way out
+    old = signal.signal(signal.SIGTERM, interrupted)
+    try:
+        # with --json the command's stdout goes to stderr: stdout carries exactly one JSON object
+        window = observe(req, command_output=2 if as_json_ else None)
+    except Interrupted as e:
+        print(f"interrupted by signal {e.signum}: nothing concluded", file=sys.stderr)
+        return 128 + e.signum
+    except KeyboardInterrupt:
+        print("interrupted: nothing concluded", file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, old)
     diag = diagnose(window, th)
     if output is not None:
         write_outputs(output, window, diag)

@@ -185,3 +185,21 @@ def test_a_hostile_process_name_cannot_drive_the_terminal(tmp_path: Path) -> Non
     r = harness("observe", "--", str(evil), "1")
     assert r.returncode == 0, r.stderr
     assert "\x1b" not in r.stdout and "?[2Jevil" in r.stdout
+
+
+@pytest.mark.parametrize("sig, rc", [(2, 130), (15, 143)])
+def test_an_interrupted_observation_stops_the_workload(tmp_path: Path, sig: int, rc: int) -> None:
+    import subprocess
+    import sys
+    import time
+
+    marker = f"observe-victim-{os.getpid()}-{sig}"
+    p = subprocess.Popen([sys.executable, "-m", "harness", "observe", "--", "sh", "-c",
+                          f"sleep 60; echo {marker}"], text=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd=Path(__file__).resolve().parents[2])
+    time.sleep(2.0)
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == rc and "nothing concluded" in err, (p.returncode, err)
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+    assert left == [], "the workload outlived the observation"
