@@ -13,6 +13,7 @@ exit makes the run invalid (the observed work did not complete).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
@@ -130,7 +131,7 @@ def run(params: ObserveParams, ctx: CheckContext) -> CheckOutput:
             duration = params.duration or DEFAULT_DURATION_S
             what = "pids " + ", ".join(map(str, params.pids)) if params.pids else "the node"
             ctx.progress(f"observing {what} for {duration:g} s")
-            watch(obs, duration=duration, interval=params.interval, finished=_sleeper())
+            watch(obs, duration=duration, interval=params.interval, finished=_sleep)
             window = obs.window(params.interval)
     finally:
         if nvml is not None:
@@ -149,9 +150,11 @@ def run(params: ObserveParams, ctx: CheckContext) -> CheckOutput:
                        details=details_of(window, diag, series), summary=diag.verdict)
 
 
-def _sleeper() -> Any:
-    stop = threading.Event()
-    return stop.wait  # never set: sleeps out each interval
+def _sleep(timeout: float) -> bool:
+    """Sleep out one interval: a node or pids have no end of their own (watch stops at `duration`
+    or when the pids are gone)."""
+    time.sleep(timeout)
+    return False
 
 
 def metrics_of(window: Window, diag: Diagnosis) -> list[Metric]:
