@@ -79,3 +79,11 @@ class SkipCheck(HarnessError):
 
 class StorageError(HarnessError):
     """Results could not be written (disk full, permission denied)."""
+
+
+class Interrupted(HarnessError):
+    """SIGINT or SIGTERM arrived; carries the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by signal {signum}")
+        self.signum = signum

@@ -31,6 +31,7 @@ MODULES: Mapping[str, str] = {
     "data_path": "harness.checks.data_path",
     "topology": "harness.checks.topology",
     "iperf3": "harness.checks.iperf3",
+    "observe": "harness.checks.observe",
 }
 
 

@@ -176,6 +176,15 @@ def _add_fleet_commands() -> None:
 _add_fleet_commands()
 
 
+def _add_observe_command() -> None:
+    from harness.cli.observe import observe
+
+    cli.add_command(observe)
+
+
+_add_observe_command()
+
+
 def main() -> None:
     """Entry point: the one place where errors become exit codes."""
     import atexit

@@ -259,6 +259,8 @@ class Hardware(Strict):
         None, gt=0, description="input data one GPU consumes while training, GB/s; the data_path "
         "check needs this x the GPU count (data_path.feed_ratio)")
     psu: Optional[PsuHardware] = None
+    observe: dict[str, float] = Field(default_factory=dict, description="stall-doctor thresholds by name "
+                                      "(harness.series.stall.Thresholds), e.g. {disk_util: 0.8}")
 
 
 class Profile(Strict):

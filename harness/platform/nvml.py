@@ -3,7 +3,8 @@
 Without a driver, `gpu_inventory()` says NVML is not loadable and why; it never raises for that.
 `NvmlSession` keeps NVML open for repeated reads: `sample()` (telemetry, one frozen
 GpuSample per GPU), `health()` (modes, ECC, retired pages, row remapping, PCIe, NVLink) and
-`limits()` (power limits, temperature thresholds).
+`limits()` (power limits, temperature thresholds) and `observe()` (what `harness observe` needs:
+utilisation, clocks against their maximum, memory, PCIe throughput, per-process GPU memory).
 
 A GPU NVML counts but cannot open (GPU_IS_LOST after an Xid 79, NO_PERMISSION, ...) is itself the
 finding: it stays in the inventory with `error` set, and its samples and health carry the error,
@@ -167,6 +168,24 @@ class GpuLimits:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class GpuObservation:
+    """What `harness observe` reads of one GPU per tick; None where NVML does not say."""
+
+    gpu: int
+    util: float | None = None  # % of the last sample period with a kernel running
+    sm_clock: float | None = None  # MHz
+    sm_clock_max: float | None = None  # MHz
+    reasons: int | None = None  # clock-event reasons bitmask
+    temp: float | None = None  # C
+    mem_used: int | None = None  # bytes
+    mem_total: int | None = None  # bytes
+    pcie_rx: float | None = None  # GB/s into the GPU
+    pcie_tx: float | None = None  # GB/s out of the GPU
+    processes: tuple[tuple[int, int], ...] = ()  # (pid, GPU memory bytes) of compute processes
+    error: str | None = None
+
+
 class NvmlSession:
     """An open NVML: init once, read many times (the sampler's 10 Hz needs that), shut down once."""
 
@@ -280,6 +299,35 @@ class NvmlSession:
             return None
         v = values[0].value
         return float(getattr(v, "uiVal", 0) or getattr(v, "ullVal", 0) or 0)
+
+    def observe(self) -> tuple[GpuObservation, ...]:
+        """The stall doctor's reading of every GPU (a lost GPU yields one with `error` set)."""
+        return tuple(self._observe(i, h) for i, h in enumerate(self.handles))
+
+    def _observe(self, i: int, h: Any) -> GpuObservation:
+        nv, g = self._nv, self._get
+        try:
+            util = g("nvmlDeviceGetUtilizationRates", h)
+            reasons = g("nvmlDeviceGetCurrentClocksEventReasons", h)
+            if reasons is None:
+                reasons = g("nvmlDeviceGetCurrentClocksThrottleReasons", h)
+            mem = g("nvmlDeviceGetMemoryInfo", h)
+            procs = g("nvmlDeviceGetComputeRunningProcesses", h) or ()
+            rx = g("nvmlDeviceGetPcieThroughput", h, getattr(nv, "NVML_PCIE_UTIL_RX_BYTES", 1))
+            tx = g("nvmlDeviceGetPcieThroughput", h, getattr(nv, "NVML_PCIE_UTIL_TX_BYTES", 0))
+            return GpuObservation(
+                gpu=i, util=None if util is None else float(util.gpu),
+                sm_clock=_f(g("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_SM)),
+                sm_clock_max=_f(g("nvmlDeviceGetMaxClockInfo", h, nv.NVML_CLOCK_SM)),
+                reasons=_i(reasons), temp=_f(g("nvmlDeviceGetTemperature", h, nv.NVML_TEMPERATURE_GPU)),
+                mem_used=None if mem is None else int(mem.used),
+                mem_total=None if mem is None else int(mem.total),
+                pcie_rx=None if rx is None else rx * 1e3 / 1e9,  # NVML gives KB/s
+                pcie_tx=None if tx is None else tx * 1e3 / 1e9,
+                processes=tuple((int(p.pid), int(p.usedGpuMemory or 0)) for p in procs),
+            )
+        except _Lost as e:
+            return GpuObservation(gpu=i, error=f"GPU is lost: {e}")
 
     def _mem_temp(self, h: Any) -> float | None:
         v = self._field(h, _FI_DEV_MEMORY_TEMP)

@@ -98,6 +98,7 @@ class CheckView:
     telemetry: Any = None  # Markup: report.telemetry_svg charts of the check's GPU telemetry
     power: Any = None  # report.power_svg.PowerView of a power_headroom check
     gpus: Any = None  # report.gpu_table.GpuTable: per-GPU numbers side by side
+    observe: Any = None  # Markup: report.observe_svg charts of an observe check's findings
 
 
 def read_tail(path: Path, limit: int = TAIL_BYTES) -> tuple[str, int, int]:
@@ -159,8 +160,10 @@ def _check_view(i: int, c: CheckResult, run_dir: Path | None) -> CheckView:
     power = None
     if c.kind == "power_headroom":
         power = power_view(c, run_dir)
+    from harness.report.observe_svg import observe_figure
+
     return CheckView(f"check-{i}", c, tuple(_row(e, c.metrics) for e in evs), extra, runs,
-                     details, audit, telemetry_figure(c, run_dir), power, gpus)
+                     details, audit, telemetry_figure(c, run_dir), power, gpus, observe_figure(c, run_dir))
 
 
 # ---------------------------------------------------------------- inventory

@@ -65,6 +65,11 @@ class FakeGpu:
     power_limit_w: float | None = 700.0  # enforced
     default_limit_w: float | None = 700.0
     thresholds: dict[int, float] = field(default_factory=lambda: {0: 92.0, 1: 87.0, 2: 95.0})  # C
+    sm_clock_max: float = 1980.0
+    mem_used: float | Callable[[int], float] = 1 << 30  # bytes
+    pcie_rx_kbps: float | Callable[[int], float] = 0.0  # KB/s, as nvmlDeviceGetPcieThroughput
+    pcie_tx_kbps: float | Callable[[int], float] = 0.0
+    processes: list[tuple[int, int]] = field(default_factory=list)  # (pid, GPU memory bytes)
     reads: int = 0
     t0: float = field(default_factory=time.monotonic)
 
@@ -84,7 +89,8 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
                   NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS=0,
                   NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR=1, NVML_FEATURE_ENABLED=1,
                   NVML_NVLINK_MAX_LINKS=18, NVML_TEMPERATURE_THRESHOLD_SHUTDOWN=0,
-                  NVML_TEMPERATURE_THRESHOLD_SLOWDOWN=1, NVML_TEMPERATURE_THRESHOLD_MEM_MAX=2)
+                  NVML_TEMPERATURE_THRESHOLD_SLOWDOWN=1, NVML_TEMPERATURE_THRESHOLD_MEM_MAX=2,
+                  NVML_PCIE_UTIL_TX_BYTES=0, NVML_PCIE_UTIL_RX_BYTES=1)
     for k, v in consts.items():
         setattr(m, k, v)
 
@@ -177,7 +183,14 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
         "nvmlDeviceGetSerial": lambda h: f"17537240318{h:02d}",
         "nvmlDeviceGetVbiosVersion": lambda h: "96.00.A5",
         "nvmlDeviceGetPciInfo": lambda h: types.SimpleNamespace(busId=f"00000000:{0x18 + 0x10 * h:02X}:00.0"),
-        "nvmlDeviceGetMemoryInfo": lambda h: types.SimpleNamespace(total=150754820096),
+        "nvmlDeviceGetMemoryInfo": lambda h: types.SimpleNamespace(
+            total=150754820096, used=int(gpu(h).at(gpu(h).mem_used))),
+        "nvmlDeviceGetMaxClockInfo": lambda h, which: int(
+            gpu(h).sm_clock_max if which == 1 else gpu(h).mem_clock),
+        "nvmlDeviceGetPcieThroughput": lambda h, counter: int(
+            gpu(h).at(gpu(h).pcie_rx_kbps if counter == 1 else gpu(h).pcie_tx_kbps)),
+        "nvmlDeviceGetComputeRunningProcesses": lambda h: [
+            types.SimpleNamespace(pid=pid, usedGpuMemory=mem) for pid, mem in gpu(h).processes],
         "nvmlDeviceGetTemperature": temperature, "nvmlDeviceGetFieldValues": field_values,
         "nvmlDeviceGetPowerUsage": lambda h: int(gpu(h).at(gpu(h).power_w) * 1000),
         "nvmlDeviceGetTotalEnergyConsumption": energy, "nvmlDeviceGetClockInfo": clock,
