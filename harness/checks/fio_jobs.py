@@ -15,6 +15,7 @@ from pydantic import Field, field_validator, model_validator
 from harness import siblings
 from harness.checks import fio_presets
 from harness.checks.base import CheckContext, CheckOutput, Params
+from harness.config.numbers import WholeSeconds
 from harness.errors import GuardRefusal, ToolError
 from harness.model import Metric
 from harness.parsers import fio as fio_parser
@@ -47,12 +48,12 @@ class FioJob(Params):
     numjobs: int = Field(1, ge=1, le=256, description="parallel clones, reported together")
     size: Optional[Union[int, str]] = Field(
         None, description=f"bytes per job: default {FILE_SIZE} for files, whole device for devices")
-    runtime: int = Field(5, ge=1, le=7 * 24 * 3600, description="seconds")
+    runtime: WholeSeconds = Field(5, ge=1, le=7 * 24 * 3600, description="seconds")
     direct: bool = Field(True, description="O_DIRECT, bypassing the page cache")
     ioengine: Engine = "libaio"
     rwmixread: Optional[int] = Field(None, ge=0, le=100, description="read share of rw/randrw, %")
     time_based: bool = Field(True, description="run for `runtime` even when `size` is done")
-    ramp_time: Optional[int] = Field(None, ge=0, le=3600, description="seconds excluded from stats")
+    ramp_time: Optional[WholeSeconds] = Field(None, ge=0, le=3600, description="seconds excluded from stats")
     end_fsync: bool = Field(False, description="fsync each file when the job's writes are done")
     bs_max: Optional[Union[int, str]] = Field(
         None, description="largest block size: sizes are then random from bs to bs_max (bsrange)")

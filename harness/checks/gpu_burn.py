@@ -33,6 +33,7 @@ from pydantic import Field, field_validator
 from harness import catalog, siblings
 from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, Need, Params, PlannedCommand
+from harness.config.numbers import WholeSeconds
 from harness.errors import ToolError, ToolMissing
 from harness.model import Finding, Metric, Outcome
 from harness.parsers import burnlog, dcgm, gpuburn
@@ -53,7 +54,8 @@ class GpuBurnParams(TelemetryParams, Params):
     """Which engine burns the GPUs, for how long, and how hard."""
 
     engine: Literal["auto", "gpu-burn", "builtin", "dcgm"] = "gpu-burn"
-    duration: int = Field(60, ge=1, le=7 * 24 * 3600, description="seconds of load (gpu-burn, builtin)")
+    duration: WholeSeconds = Field(60, ge=1, le=7 * 24 * 3600,
+                                   description="seconds of load (gpu-burn, builtin)")
     dtype: Literal["bf16", "fp16", "tf32", "fp32", "fp64"] = Field("bf16", description="builtin engine")
     backend: Literal["auto", "torch", "cupy", "numpy"] = Field(
         "auto", description="builtin engine: auto = PyTorch, else CuPy; numpy burns the CPU (tests)")

@@ -19,6 +19,7 @@ from pydantic import Field, model_validator
 from harness import catalog
 from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
+from harness.config.numbers import WholeSeconds
 from harness.errors import ToolError, ToolTimeout
 from harness.model import Metric, ToolRun
 from harness.parsers import iperf3 as parser
@@ -36,10 +37,10 @@ class Iperf3Params(Params):
     port: int = Field(5201, ge=1, le=65535, description="server port (with host)")
     loopback: bool = Field(False, description="start a local `iperf3 -s -1` on a free port and test "
                            "against it: a self-test, no network involved")
-    duration: int = Field(10, ge=1, le=3600, description="seconds of transfer (-t)")
+    duration: WholeSeconds = Field(10, ge=1, le=3600, description="seconds of transfer (-t)")
     streams: int = Field(1, ge=1, le=128, description="parallel streams (-P)")
     reverse: bool = Field(False, description="-R: the server sends, the client receives")
-    omit: int = Field(0, ge=0, le=600, description="-O: seconds of TCP slow start left out")
+    omit: WholeSeconds = Field(0, ge=0, le=600, description="-O: seconds of TCP slow start left out")
     binary: str = Field("iperf3", description="path or name of iperf3")
 
     @model_validator(mode="after")

@@ -37,6 +37,7 @@ from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.checks.loadgroup import InterruptWatch, LoadGroup
 from harness.config.bmc import BmcConfig
+from harness.config.numbers import Duration, WholeSeconds
 from harness.errors import ConfigError, HarnessError, SkipCheck, ToolError
 from harness.model import Metric
 from harness.parsers import burnlog
@@ -59,10 +60,10 @@ OWN = ("power.node_peak", "power.node_p99", "power.gpu_peak", "power.gpu_share_p
 class PowerHeadroomParams(TelemetryParams, Params):
     """How long and how hard to load the node, how often to sample, where node power comes from."""
 
-    duration: int = Field(300, ge=1, le=24 * 3600, description="seconds of full-system load")
-    idle: float = Field(5.0, ge=0, le=600, description="seconds sampled before the load")
-    cooldown: float = Field(30.0, ge=0, le=3600, description="seconds sampled after the load")
-    period: float = Field(1.0, ge=0.1, le=60, description="seconds between BMC + GPU power samples")
+    duration: WholeSeconds = Field(300, ge=1, le=24 * 3600, description="seconds of full-system load")
+    idle: Duration = Field(5.0, ge=0, le=600, description="seconds sampled before the load")
+    cooldown: Duration = Field(30.0, ge=0, le=3600, description="seconds sampled after the load")
+    period: Duration = Field(1.0, ge=0.1, le=60, description="seconds between BMC + GPU power samples")
     gpu_load: bool = Field(True, description="burn every GPU (builtin engine) during the load")
     dtype: Literal["bf16", "fp16", "tf32", "fp32", "fp64"] = Field(
         "bf16", description="burn dtype; bf16 runs on tensor cores (highest power of the engine)")

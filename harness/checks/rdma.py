@@ -23,6 +23,7 @@ from pydantic import Field, field_validator, model_validator
 from harness import catalog, siblings
 from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Need, Params, PlannedCommand
+from harness.config.numbers import WholeSeconds
 from harness.errors import ToolError, ToolTimeout
 from harness.model import Metric, ToolRun
 from harness.parsers import perftest, portcounters
@@ -49,7 +50,7 @@ class RdmaParams(Params):
     all_sizes: bool = Field(False, description="every size from 2 B to 8 MiB (-a)")
     qps: int = Field(1, ge=1, le=256, description="queue pairs (bandwidth tests only)")
     iterations: Optional[int] = Field(None, ge=5, le=100_000_000, description="-n")
-    duration_s: Optional[int] = Field(None, ge=1, le=3600, description="-D, instead of iterations")
+    duration_s: Optional[WholeSeconds] = Field(None, ge=1, le=3600, description="-D, instead of iterations")
     gpus: Optional[list[Annotated[int, Field(ge=0, le=255)]]] = Field(
         None, description="GPUDirect: GPU index per device (--use_cuda)")
     gid_index: Optional[int] = Field(None, ge=0, le=255, description="RoCE GID index (-x)")
