@@ -18,10 +18,11 @@ from harness.checks.base import CheckContext, CheckOutput, Params
 from harness.config.numbers import WholeSeconds
 from harness.errors import GuardRefusal, ToolError
 from harness.model import Metric
+from harness.numfmt import fmt_bytes, fmt_duration, fmt_value
 from harness.parsers import fio as fio_parser
 from harness.parsers.base import last_line as _last
 from harness.platform import blockdev
-from harness.units import SECONDS, check_size, parse_size
+from harness.units import GBPS, IOPS, SECONDS, check_size, parse_size
 
 RwMode = Literal["read", "write", "randread", "randwrite", "rw", "readwrite", "randrw",
                  "trim", "randtrim", "trimwrite"]
@@ -320,7 +321,7 @@ def persist_times(params: FioParams, text: str) -> tuple[list[Metric], list[str]
             continue
         if job.size is not None and moved < parse_size(job.size) * job.numjobs:
             want = parse_size(job.size) * job.numjobs
-            problems.append(f"job {name}: wrote {moved / 1e9:.3g} GB of {want / 1e9:.3g} GB within "
+            problems.append(f"job {name}: wrote {fmt_bytes(moved)} of {fmt_bytes(want)} within "
                             f"its {job.runtime} s limit; no persist time")
             continue
         metrics.append(Metric("fio.persist_time", runtime_s, SECONDS, {"job": name, "rw": rw}))
@@ -334,7 +335,7 @@ def _summary(metrics: Sequence[Any]) -> str:
         return {(m.labels.get("job"), m.labels.get("rw")): m.value for m in metrics if m.name == name}
 
     bw, iops, persist = by("fio.bw"), by("fio.iops"), by("fio.persist_time")
-    parts = [f"{job} {rw} {v:.2f} GB/s {iops.get((job, rw), 0):,.0f} IOPS"
-             + (f", durable after {persist[(job, rw)]:.2f} s" if (job, rw) in persist else "")
+    parts = [f"{job} {rw} {fmt_value(v, GBPS)} {fmt_value(iops.get((job, rw), 0), IOPS)}"
+             + (f", durable after {fmt_duration(persist[(job, rw)])}" if (job, rw) in persist else "")
              for (job, rw), v in bw.items()]
     return "; ".join(parts) or "no I/O measured"

@@ -36,10 +36,11 @@ from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec
 from harness.config.numbers import WholeSeconds
 from harness.errors import ToolError, ToolMissing
 from harness.model import Finding, Metric, Outcome
+from harness.numfmt import fmt_num, fmt_value
 from harness.parsers import burnlog, dcgm, gpuburn
 from harness.parsers.base import ParseResult
 from harness.series.telemetry import TelemetryParams
-from harness.units import COUNT
+from harness.units import COUNT, TFLOPS
 
 SOURCE = "gpu_burn"
 SLACK_S = 60.0  # start-up, memory allocation and gpu_burn's SIGTERM grace period
@@ -280,7 +281,7 @@ def _summary(metrics: Sequence[Metric], params: GpuBurnParams) -> str:
     what = "gpu_burn" if params.engine == "gpu-burn" else f"builtin {params.dtype} burn"
     text = f"{what} {params.duration} s: {sum(1 for v in ok if v >= 1)} of {len(ok)} GPUs OK"
     if tf:
-        text += f"; {min(tf):.3g}-{max(tf):.3g} TFLOPS (median {statistics.median(tf):.3g})"
+        text += f"; {fmt_num(min(tf))}-{fmt_value(max(tf), TFLOPS)} (median {fmt_num(statistics.median(tf))})"
     return text
 
 

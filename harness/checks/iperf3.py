@@ -22,8 +22,10 @@ from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, Pl
 from harness.config.numbers import WholeSeconds
 from harness.errors import ToolError, ToolTimeout
 from harness.model import Metric, ToolRun
+from harness.numfmt import fmt_num, fmt_value, plural
 from harness.parsers import iperf3 as parser
 from harness.platform import pair, proc
+from harness.units import GBPS
 
 LOOPBACK = "127.0.0.1"
 SLACK_S = 30.0  # connect, omitted seconds, the end-of-test exchange
@@ -141,9 +143,9 @@ def _summary(metrics: Sequence[Metric], params: Iperf3Params, peer: str) -> str:
     got = {str(m.labels.get("side")): m.value for m in metrics if m.name == "net.tcp_bw"}
     retrans = next((m.value for m in metrics if m.name == "net.tcp_retransmits"), None)
     text = (f"iperf3 {peer}, {params.streams} stream(s), {params.duration} s"
-            f"{' reverse' if params.reverse else ''}: receiver {got.get('receiver', 0.0):.3g} GB/s "
-            f"({got.get('receiver', 0.0) * 8:.3g} Gb/s)")
-    return text + (f", {retrans:.0f} retransmits" if retrans is not None else "")
+            f"{' reverse' if params.reverse else ''}: receiver {fmt_value(got.get('receiver', 0.0), GBPS)} "
+            f"({fmt_num(got.get('receiver', 0.0) * 8)} Gb/s)")
+    return text + (f", {plural(round(retrans), 'retransmit')}" if retrans is not None else "")
 
 
 KIND = CheckKind(

@@ -40,12 +40,14 @@ from harness.config.bmc import BmcConfig
 from harness.config.numbers import Duration, WholeSeconds
 from harness.errors import ConfigError, HarnessError, SkipCheck, ToolError
 from harness.model import Metric
+from harness.numfmt import fmt_value
 from harness.parsers import burnlog
 from harness.parsers.base import last_line
 from harness.platform import nvml, proc
 from harness.series import power as power_series
 from harness.series import psu as power
 from harness.series.telemetry import TelemetryParams
+from harness.units import WATT
 
 SLACK_S = 60.0  # start-up of the load tools and their shutdown, on top of `duration`
 BURN_NAME, STRESS_NAME = "burn", "stress-ng"
@@ -390,9 +392,10 @@ def _summary(metrics: Sequence[Metric], series: power_series.PowerSeries) -> str
     v = {m.name: m.value for m in metrics if not m.labels}
     if "power.node_peak" not in v:
         return "no node power measured"
-    text = f"peak {v['power.node_peak']:,.0f} W" + (" (estimated)" if series.estimated else "")
+    text = f"peak {fmt_value(v['power.node_peak'], WATT)}" + (" (estimated)" if series.estimated else "")
     if "power.headroom_pct" in v:
-        text += (f" of {v['power.usable_capacity']:,.0f} W usable: {v['power.headroom_pct']:.1f}% headroom")
+        text += (f" of {fmt_value(v['power.usable_capacity'], WATT)} usable: "
+                 f"{fmt_value(v['power.headroom_pct'], '%')} headroom")
     return text
 
 
