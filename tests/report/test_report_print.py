@@ -97,7 +97,8 @@ def test_page_one_is_verdict_findings_node_and_sign_off(printed: tuple[RunRecord
 def test_results_come_before_history(printed: tuple[RunRecord, Path]) -> None:
     _, pdf = printed
     text = _text(pdf)
-    assert text.index("fio-quick") < text.index("History and trends") < text.index("Node\n", text.index("History"))
+    history = text.index("History and trends")
+    assert text.index("fio-quick") < history < text.index("Node\n", history)  # inventory last
 
 
 def test_no_number_is_split_across_lines(printed: tuple[RunRecord, Path]) -> None:
