@@ -25,6 +25,7 @@ from typing import Union
 from harness import siblings
 from harness.config.models import Expectation
 from harness.model import Evaluation, Finding, Metric, Outcome, Status
+from harness.numfmt import digits_for, fmt_band, fmt_value
 
 
 @dataclass(frozen=True)
@@ -73,18 +74,10 @@ def sibling_rule(e: Expectation) -> siblings.SiblingRule:
     return siblings.SiblingRule(e.metric, vary, None, "lower", s.min_siblings, sev, s.max_above)
 
 
-def describe_band(low: float | None, high: float | None, unit: str) -> str:
-    if low is not None and high is not None:
-        return f"{_num(low)}..{_num(high)} {unit}"
-    if low is not None:
-        return f">= {_num(low)} {unit}"
-    if high is not None:
-        return f"<= {_num(high)} {unit}"
-    return "unbounded"
-
-
-def _num(x: float) -> str:
-    return f"{x:.4g}"
+def describe_band(low: float | None, high: float | None, unit: str, digits: int = 3) -> str:
+    """The band as a message words it: '>= 61,200 IOPS', '<= 37.0 ms', '[1.00, 1.20] GB/s'."""
+    band_text = fmt_band(low, high, unit, digits, ascii_=True)
+    return "unbounded" if band_text == "any" else band_text
 
 
 def _reduce(how: str, values: Sequence[float]) -> float:
@@ -105,10 +98,11 @@ def _judge(e: Expectation, source: str, measured: float, unit: str,
     if not math.isfinite(measured):
         return _error(e, source, f"measured {e.metric} is not a finite number ({measured})", labels)
     ok = (low is None or measured >= low) and (high is None or measured <= high)
-    want = describe_band(low, high, e.unit)
+    d = digits_for(measured, (low, high), unit)
+    want = describe_band(low, high, e.unit, d)
     if ok:
         outcome = Outcome.XPASS if e.xfail else Outcome.PASS
-        msg = f"measured {_num(measured)} {unit}, within {want}"
+        msg = f"measured {fmt_value(measured, unit, d)}, within {want}"
         if e.xfail:
             msg += f"; marked known issue ({e.xfail}) but passed"
     else:
@@ -116,9 +110,9 @@ def _judge(e: Expectation, source: str, measured: float, unit: str,
             outcome = Outcome.XFAIL
         else:
             outcome = Outcome.FAIL if e.severity == "fail" else Outcome.WARN
-        msg = f"measured {_num(measured)} {unit}, expected {want}"
+        msg = f"measured {fmt_value(measured, unit, d)}, expected {want}"
         if e.reference is not None:
-            msg += f" (reference {_num(e.reference)})"
+            msg += f" (reference {fmt_value(e.reference, unit, d)})"
         if e.xfail:
             msg += f"; known issue: {e.xfail}"
     return Evaluation(metric=e.metric, labels=dict(labels), outcome=outcome, severity=e.severity,
@@ -260,8 +254,8 @@ def _finite_or_error(ev: Evaluation) -> tuple[Evaluation, str | None]:
         why = (f"expected band is not a finite number (reference {ev.reference!r}, "
                f"{ev.low!r}..{ev.high!r})")
     else:
-        why = (f"measured {_num(ev.measured or 0.0)} {ev.unit} is too far from the reference "
-               f"{_num(ev.reference or 0.0)} {ev.unit} to judge (the deviation is not a finite number)")
+        why = (f"measured {fmt_value(ev.measured or 0.0, ev.unit)} is too far from the reference "
+               f"{fmt_value(ev.reference or 0.0, ev.unit)} to judge (the deviation is not a finite number)")
     measured = None if _bad(ev.measured) or _bad(delta) else ev.measured
 
     def keep(x: float | None) -> float | None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal, Optional
 
 from harness.model import Evaluation, LabelValue, Metric, Outcome
+from harness.numfmt import digits_for, fmt_num, fmt_pct, fmt_value
 
 SOURCE = "sibling rule"
 
@@ -52,16 +53,16 @@ class SiblingRule:
 
     def allowed(self, unit: str) -> str:
         """'5%' or '10 C': how far from the median is still fine."""
-        return f"{self.offset:g} {unit}" if self.offset is not None else f"{(self.tolerance or 0) * 100:g}%"
+        return fmt_value(self.offset, unit) if self.offset is not None else fmt_pct(self.tolerance or 0.0)
 
     def describe(self, unit: str = "") -> str:
         """'>= 0.95 x the median of its siblings (3 or more)', '<= the median of its siblings + 10 C ...'."""
         op = ">=" if self.better == "higher" else "<="
         if self.offset is not None:
             sign = "-" if self.better == "higher" else "+"
-            where = f"the median of its siblings {sign} {self.offset:g} {unit}"
+            where = f"the median of its siblings {sign} {fmt_value(self.offset, unit)}"
         else:
-            where = f"{self.bound(1.0):.4g} x the median of its siblings"
+            where = f"{fmt_num(self.bound(1.0), 4, trim=True)} x the median of its siblings"
         return f"{op} {where.rstrip()} ({self.min_siblings} or more)"
 
 
@@ -69,10 +70,6 @@ def _name(labels: Mapping[str, LabelValue], vary: Sequence[str]) -> str:
     """'mlx5_0', 'gpu0/gpu1'; an index label shows its name too: gpu 2 -> 'gpu2'."""
     return "/".join(f"{k}{v}" if isinstance(v, int) else str(v)
                     for k, v in ((k, labels.get(k, "?")) for k in vary))
-
-
-def _fmt(x: float) -> str:
-    return f"{x:.4g}"
 
 
 def groups(rule: SiblingRule, metrics: Sequence[Metric]) -> list[list[Metric]]:
@@ -103,10 +100,11 @@ def judge(rule: SiblingRule, metrics: Sequence[Metric], source: str = SOURCE) ->
         what = ",".join(rule.vary)
         if outliers:
             for m in outliers:
-                off = (f"{_fmt(abs(m.value - median))} {unit}" if rule.offset is not None
-                       else f"{abs(m.value - median) / median * 100:.1f}%")
-                msg = (f"{_name(m.labels, rule.vary)} measured {_fmt(m.value)} {unit}, "
-                       f"{off} {'below' if higher else 'above'} the median {_fmt(median)} {unit} "
+                d = digits_for(m.value, (median,), unit)
+                off = (fmt_value(abs(m.value - median), unit, d) if rule.offset is not None
+                       else fmt_pct(abs(m.value - median) / median))
+                msg = (f"{_name(m.labels, rule.vary)} measured {fmt_value(m.value, unit, d)}, "
+                       f"{off} {'below' if higher else 'above'} the median {fmt_value(median, unit, d)} "
                        f"of its {len(group)} siblings (by {what}); allowed {rule.allowed(unit)}")
                 outcome = Outcome.FAIL if rule.severity == "fail" else Outcome.WARN
                 result.append(Evaluation(metric=m.name, labels=dict(m.labels), outcome=outcome,
@@ -116,9 +114,10 @@ def judge(rule: SiblingRule, metrics: Sequence[Metric], source: str = SOURCE) ->
             continue
         worst = min(group, key=lambda m: m.value) if higher else max(group, key=lambda m: m.value)
         common = {k: v for k, v in group[0].labels.items() if k not in rule.vary}
+        d = digits_for(worst.value, (median,), unit)
         msg = (f"{'slowest' if higher else 'worst'} of {len(group)} (by {what}) is "
-               f"{_name(worst.labels, rule.vary)} at {_fmt(worst.value)} {unit}, within "
-               f"{rule.allowed(unit)} of the median {_fmt(median)} {unit}")
+               f"{_name(worst.labels, rule.vary)} at {fmt_value(worst.value, unit, d)}, within "
+               f"{rule.allowed(unit)} of the median {fmt_value(median, unit, d)}")
         result.append(Evaluation(metric=rule.metric, labels=common, outcome=Outcome.PASS,
                                  severity=rule.severity, measured=worst.value, unit=unit, reference=median,
                                  low=low, high=high, reduce="min" if higher else "max", message=msg,

@@ -13,7 +13,7 @@ pkgs=(fio util-linux python3 python3-venv python3-pip)
 pkgs+=(ethtool)
 # the power_headroom check loads CPUs and memory with stress-ng during its full-system load
 pkgs+=(stress-ng)
-[ $want_test = 1 ] && pkgs+=(chromium e2fsprogs fdisk iperf3 stress-ng)
+[ $want_test = 1 ] && pkgs+=(chromium e2fsprogs fdisk iperf3 stress-ng poppler-utils)  # poppler: pdftoppm, pdftotext
 # the storage tests run the real nvme-cli and smartctl (their errors on a node without NVMe)
 [ $want_test = 1 ] && pkgs+=(nvme-cli smartmontools)
 # the port-health tests run the real ibstat (its answer on a node without HCAs)

@@ -37,8 +37,8 @@ def test_one_slow_gpu_in_a_real_matrix_is_named():
     (ev,) = judge(GPUS, nvbandwidth.parse(text).metrics)
     assert ev.outcome is Outcome.FAIL and ev.measured == 40.0
     assert ev.labels == {"test": "device_to_host_memcpy_ce", "gpu": 5}
-    assert ev.message.startswith("gpu5 measured 40 GB/s, 27.5% below the median 55.2 GB/s of its "
-                                 "8 siblings (by gpu); allowed 10%")
+    assert ev.message.startswith("gpu5 measured 40 GB/s, 27.5 % below the median 55.2 GB/s of its "
+                                 "8 siblings (by gpu); allowed 10 %")
 
 
 def test_pcie_pairs_across_the_switch_pass_at_ten_but_not_at_three_percent():

@@ -18,6 +18,7 @@ from typing import Any, Optional
 from pydantic import Field, model_validator
 
 from harness.checks.base import CheckContext, Params, PlannedCommand
+from harness.config.numbers import Duration
 from harness.errors import HarnessError, ToolError
 from harness.fsutil import atomic_write_json
 
@@ -29,7 +30,7 @@ Counters = Mapping[str, Mapping[str, int]]  # port or interface -> counter -> va
 class WindowParams(Params):
     """The soak window, or the earlier check the deltas are taken against."""
 
-    window_s: Optional[float] = Field(
+    window_s: Optional[Duration] = Field(
         None, ge=0, le=7 * 24 * 3600,
         description=f"seconds between the two readings (default {DEFAULT_WINDOW_S:g}; 0: back to back)")
     since: Optional[str] = Field(

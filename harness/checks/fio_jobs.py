@@ -15,12 +15,14 @@ from pydantic import Field, field_validator, model_validator
 from harness import siblings
 from harness.checks import fio_presets
 from harness.checks.base import CheckContext, CheckOutput, Params
+from harness.config.numbers import WholeSeconds
 from harness.errors import GuardRefusal, ToolError
 from harness.model import Metric
+from harness.numfmt import fmt_bytes, fmt_duration, fmt_value
 from harness.parsers import fio as fio_parser
 from harness.parsers.base import last_line as _last
 from harness.platform import blockdev
-from harness.units import SECONDS, check_size, parse_size
+from harness.units import GBPS, IOPS, SECONDS, check_size, parse_size
 
 RwMode = Literal["read", "write", "randread", "randwrite", "rw", "readwrite", "randrw",
                  "trim", "randtrim", "trimwrite"]
@@ -47,12 +49,12 @@ class FioJob(Params):
     numjobs: int = Field(1, ge=1, le=256, description="parallel clones, reported together")
     size: Optional[Union[int, str]] = Field(
         None, description=f"bytes per job: default {FILE_SIZE} for files, whole device for devices")
-    runtime: int = Field(5, ge=1, le=7 * 24 * 3600, description="seconds")
+    runtime: WholeSeconds = Field(5, ge=1, le=7 * 24 * 3600, description="seconds")
     direct: bool = Field(True, description="O_DIRECT, bypassing the page cache")
     ioengine: Engine = "libaio"
     rwmixread: Optional[int] = Field(None, ge=0, le=100, description="read share of rw/randrw, %")
     time_based: bool = Field(True, description="run for `runtime` even when `size` is done")
-    ramp_time: Optional[int] = Field(None, ge=0, le=3600, description="seconds excluded from stats")
+    ramp_time: Optional[WholeSeconds] = Field(None, ge=0, le=3600, description="seconds excluded from stats")
     end_fsync: bool = Field(False, description="fsync each file when the job's writes are done")
     bs_max: Optional[Union[int, str]] = Field(
         None, description="largest block size: sizes are then random from bs to bs_max (bsrange)")
@@ -319,7 +321,7 @@ def persist_times(params: FioParams, text: str) -> tuple[list[Metric], list[str]
             continue
         if job.size is not None and moved < parse_size(job.size) * job.numjobs:
             want = parse_size(job.size) * job.numjobs
-            problems.append(f"job {name}: wrote {moved / 1e9:.3g} GB of {want / 1e9:.3g} GB within "
+            problems.append(f"job {name}: wrote {fmt_bytes(moved)} of {fmt_bytes(want)} within "
                             f"its {job.runtime} s limit; no persist time")
             continue
         metrics.append(Metric("fio.persist_time", runtime_s, SECONDS, {"job": name, "rw": rw}))
@@ -333,7 +335,7 @@ def _summary(metrics: Sequence[Any]) -> str:
         return {(m.labels.get("job"), m.labels.get("rw")): m.value for m in metrics if m.name == name}
 
     bw, iops, persist = by("fio.bw"), by("fio.iops"), by("fio.persist_time")
-    parts = [f"{job} {rw} {v:.2f} GB/s {iops.get((job, rw), 0):,.0f} IOPS"
-             + (f", durable after {persist[(job, rw)]:.2f} s" if (job, rw) in persist else "")
+    parts = [f"{job} {rw} {fmt_value(v, GBPS)} {fmt_value(iops.get((job, rw), 0), IOPS)}"
+             + (f", durable after {fmt_duration(persist[(job, rw)])}" if (job, rw) in persist else "")
              for (job, rw), v in bw.items()]
     return "; ".join(parts) or "no I/O measured"

@@ -19,6 +19,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import Field, field_validator
 
 from harness.checks.base import Params
+from harness.config.numbers import WholeSeconds
 from harness.units import check_size
 
 Preset = Literal["checkpoint", "small-files", "dataloader"]
@@ -33,7 +34,7 @@ class PresetOptions(Params):
     gpus: Optional[int] = Field(None, ge=1, le=64, description="checkpoint writers; default: the "
                                 "profile's GPU count, else the GPUs found, else 1")
     workers: int = Field(8, ge=1, le=256, description="parallel readers (small-files, dataloader)")
-    runtime: int = Field(10, ge=1, le=3600, description="seconds (small-files, dataloader)")
+    runtime: WholeSeconds = Field(10, ge=1, le=3600, description="seconds (small-files, dataloader)")
     file_size: Union[int, str] = Field("64k", description="small-files: size of each file")
     files: int = Field(1024, ge=1, le=1_000_000, description="small-files: files per worker")
     record_size: Union[int, str] = Field("128k", description="dataloader: record (read) size")

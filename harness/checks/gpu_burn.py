@@ -35,12 +35,14 @@ from pydantic import Field, field_validator
 from harness import catalog, siblings
 from harness.checks import gpu_identity, needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, Need, Params, PlannedCommand
+from harness.config.numbers import WholeSeconds
 from harness.errors import ToolError, ToolMissing
 from harness.model import Finding, Metric, Outcome
+from harness.numfmt import fmt_num, fmt_value
 from harness.parsers import burnlog, dcgm, gpuburn
 from harness.parsers.base import ParseResult
 from harness.series.telemetry import TelemetryParams
-from harness.units import COUNT
+from harness.units import COUNT, TFLOPS
 
 SOURCE = "gpu_burn"
 SLACK_S = 60.0  # start-up, memory allocation and gpu_burn's SIGTERM grace period
@@ -56,7 +58,8 @@ class GpuBurnParams(TelemetryParams, Params):
     """Which engine burns the GPUs, for how long, and how hard."""
 
     engine: Literal["auto", "gpu-burn", "builtin", "dcgm"] = "gpu-burn"
-    duration: int = Field(60, ge=1, le=7 * 24 * 3600, description="seconds of load (gpu-burn, builtin)")
+    duration: WholeSeconds = Field(60, ge=1, le=7 * 24 * 3600,
+                                   description="seconds of load (gpu-burn, builtin)")
     dtype: Literal["bf16", "fp16", "tf32", "fp32", "fp64"] = Field("bf16", description="builtin engine")
     backend: Literal["auto", "torch", "cupy", "numpy"] = Field(
         "auto", description="builtin engine: auto = PyTorch, else CuPy; numpy burns the CPU (tests)")
@@ -315,7 +318,7 @@ def _summary(metrics: Sequence[Metric], params: GpuBurnParams) -> str:
     what = "gpu_burn" if params.engine == "gpu-burn" else f"builtin {params.dtype} burn"
     text = f"{what} {params.duration} s: {sum(1 for v in ok if v >= 1)} of {len(ok)} GPUs OK"
     if tf:
-        text += f"; {min(tf):.3g}-{max(tf):.3g} TFLOPS (median {statistics.median(tf):.3g})"
+        text += f"; {fmt_num(min(tf))}-{fmt_value(max(tf), TFLOPS)} (median {fmt_num(statistics.median(tf))})"
     return text
 
 

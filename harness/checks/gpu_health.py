@@ -21,6 +21,7 @@ from pydantic import Field
 from harness import catalog
 from harness.checks import gpu_identity, needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
+from harness.config.numbers import Hours
 from harness.errors import ToolError
 from harness.model import Finding, Metric, Outcome
 from harness.parsers import xid as xid_parser
@@ -40,7 +41,7 @@ class GpuHealthParams(Params):
 
     xid_source: Literal["dmesg", "journal", "none"] = Field(
         "dmesg", description="where XIDs are read: dmesg (since boot), journal (journalctl -k), none")
-    xid_window_h: float = Field(24.0, gt=0, le=24 * 365, description="hours of journal to read (journal)")
+    xid_window_h: Hours = Field(24.0, gt=0, le=24 * 365, description="hours of journal to read (journal)")
     xid_critical: list[int] = Field(default_factory=lambda: list(DEFAULT_CRITICAL_XIDS),
                                     description="XID codes that fail the check; unset, the profile's "
                                     "hardware.gpu.xid_critical, else the DCGM/AzNHC set")

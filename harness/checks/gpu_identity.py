@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from harness.model import Finding, Metric, Outcome
+from harness.numfmt import fmt_bytes
 from harness.platform import pci
 from harness.units import BYTES, COUNT
 
@@ -47,7 +48,7 @@ def cuda_order_problems(reported: Sequence[Any], gpus: Sequence[Mapping[str, Any
 
 def _gb(n: float) -> str:
     """Binary as the report shows bytes, decimal as GPU memory is sold: '79.6 GiB (85.5 GB)'."""
-    return f"{n / 2**30:,.1f} GiB ({n / 1e9:,.1f} GB)"
+    return f"{fmt_bytes(n)} ({fmt_bytes(n, si=True)})"
 
 
 def memory_metrics(gpus: Sequence[Mapping[str, Any]]) -> list[Metric]:

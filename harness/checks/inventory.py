@@ -14,6 +14,7 @@ from harness import catalog
 from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.model import Finding, Metric, Outcome
+from harness.numfmt import fmt_bytes, plural
 from harness.units import BYTES, COUNT
 
 
@@ -94,14 +95,15 @@ def run(params: InventoryParams, ctx: CheckContext) -> CheckOutput:
     if gpus:
         gpu_text = f"{len(gpus)} x {gpus[0]['name']}"
     elif n:
-        gpu_text = f"{n} GPUs on the {how}"
+        gpu_text = f"{plural(n, 'GPU')} on the {how}"
     else:
         gpu_text = "GPUs unknown" if n is None else "no GPU"
     unknown = unknown_counts(inv)
-    disks = "disks unknown" if "host.nvme_count" in unknown else f"{len(inv.get('block_devices', []))} disks"
+    disks = ("disks unknown" if "host.nvme_count" in unknown
+             else plural(len(inv.get("block_devices", [])), "disk"))
     mem = inv.get("memory", {}).get("total_bytes") or 0
     summary = (f"{inv.get('host', {}).get('hostname')}: {inv.get('cpu', {}).get('online')} CPUs, "
-               f"{mem / 1e9:.1f} GB RAM, {disks}, {gpu_text}")
+               f"{fmt_bytes(mem)} RAM, {disks}, {gpu_text}")
     details: dict[str, Any] = {"inventory": dict(inv)}
     if unknown:
         details["unknown"] = unknown

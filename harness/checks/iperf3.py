@@ -19,10 +19,13 @@ from pydantic import Field, model_validator
 from harness import catalog
 from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
+from harness.config.numbers import WholeSeconds
 from harness.errors import ToolError, ToolTimeout
 from harness.model import Metric, ToolRun
+from harness.numfmt import fmt_num, fmt_value, plural
 from harness.parsers import iperf3 as parser
 from harness.platform import pair, proc
+from harness.units import GBPS
 
 LOOPBACK = "127.0.0.1"
 SLACK_S = 30.0  # connect, omitted seconds, the end-of-test exchange
@@ -36,10 +39,10 @@ class Iperf3Params(Params):
     port: int = Field(5201, ge=1, le=65535, description="server port (with host)")
     loopback: bool = Field(False, description="start a local `iperf3 -s -1` on a free port and test "
                            "against it: a self-test, no network involved")
-    duration: int = Field(10, ge=1, le=3600, description="seconds of transfer (-t)")
+    duration: WholeSeconds = Field(10, ge=1, le=3600, description="seconds of transfer (-t)")
     streams: int = Field(1, ge=1, le=128, description="parallel streams (-P)")
     reverse: bool = Field(False, description="-R: the server sends, the client receives")
-    omit: int = Field(0, ge=0, le=600, description="-O: seconds of TCP slow start left out")
+    omit: WholeSeconds = Field(0, ge=0, le=600, description="-O: seconds of TCP slow start left out")
     binary: str = Field("iperf3", description="path or name of iperf3")
 
     @model_validator(mode="after")
@@ -140,9 +143,9 @@ def _summary(metrics: Sequence[Metric], params: Iperf3Params, peer: str) -> str:
     got = {str(m.labels.get("side")): m.value for m in metrics if m.name == "net.tcp_bw"}
     retrans = next((m.value for m in metrics if m.name == "net.tcp_retransmits"), None)
     text = (f"iperf3 {peer}, {params.streams} stream(s), {params.duration} s"
-            f"{' reverse' if params.reverse else ''}: receiver {got.get('receiver', 0.0):.3g} GB/s "
-            f"({got.get('receiver', 0.0) * 8:.3g} Gb/s)")
-    return text + (f", {retrans:.0f} retransmits" if retrans is not None else "")
+            f"{' reverse' if params.reverse else ''}: receiver {fmt_value(got.get('receiver', 0.0), GBPS)} "
+            f"({fmt_num(got.get('receiver', 0.0) * 8)} Gb/s)")
+    return text + (f", {plural(round(retrans), 'retransmit')}" if retrans is not None else "")
 
 
 KIND = CheckKind(

@@ -36,14 +36,17 @@ from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.checks.loadgroup import InterruptWatch, LoadGroup
 from harness.config.bmc import BmcConfig
+from harness.config.numbers import Duration, WholeSeconds
 from harness.errors import ConfigError, HarnessError, SkipCheck, ToolError
 from harness.model import BmcReading, BmcSource, Metric
+from harness.numfmt import fmt_value
 from harness.parsers import burnlog
 from harness.parsers.base import last_line
 from harness.platform import nvml, proc
 from harness.series import power as power_series
 from harness.series import psu as power
 from harness.series.telemetry import TelemetryParams
+from harness.units import WATT
 
 SLACK_S = 60.0  # start-up of the load tools and their shutdown, on top of `duration`
 BURN_NAME, STRESS_NAME = "burn", "stress-ng"
@@ -58,10 +61,10 @@ OWN = ("power.node_peak", "power.node_p99", "power.gpu_peak", "power.gpu_share_p
 class PowerHeadroomParams(TelemetryParams, Params):
     """How long and how hard to load the node, how often to sample, where node power comes from."""
 
-    duration: int = Field(300, ge=1, le=24 * 3600, description="seconds of full-system load")
-    idle: float = Field(5.0, ge=0, le=600, description="seconds sampled before the load")
-    cooldown: float = Field(30.0, ge=0, le=3600, description="seconds sampled after the load")
-    period: float = Field(1.0, ge=0.1, le=60, description="seconds between BMC + GPU power samples")
+    duration: WholeSeconds = Field(300, ge=1, le=24 * 3600, description="seconds of full-system load")
+    idle: Duration = Field(5.0, ge=0, le=600, description="seconds sampled before the load")
+    cooldown: Duration = Field(30.0, ge=0, le=3600, description="seconds sampled after the load")
+    period: Duration = Field(1.0, ge=0.1, le=60, description="seconds between BMC + GPU power samples")
     gpu_load: bool = Field(True, description="burn every GPU (builtin engine) during the load")
     dtype: Literal["bf16", "fp16", "tf32", "fp32", "fp64"] = Field(
         "bf16", description="burn dtype; bf16 runs on tensor cores (highest power of the engine)")
@@ -399,9 +402,10 @@ def _summary(metrics: Sequence[Metric], series: power_series.PowerSeries) -> str
     v = {m.name: m.value for m in metrics if not m.labels}
     if "power.node_peak" not in v:
         return "no node power measured"
-    text = f"peak {v['power.node_peak']:,.0f} W" + (" (estimated)" if series.estimated else "")
+    text = f"peak {fmt_value(v['power.node_peak'], WATT)}" + (" (estimated)" if series.estimated else "")
     if "power.headroom_pct" in v:
-        text += (f" of {v['power.usable_capacity']:,.0f} W usable: {v['power.headroom_pct']:.1f}% headroom")
+        text += (f" of {fmt_value(v['power.usable_capacity'], WATT)} usable: "
+                 f"{fmt_value(v['power.headroom_pct'], '%')} headroom")
     return text
 
 

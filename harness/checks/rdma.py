@@ -23,12 +23,14 @@ from pydantic import Field, field_validator, model_validator
 from harness import catalog, siblings
 from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Need, Params, PlannedCommand
+from harness.config.numbers import WholeSeconds
 from harness.errors import ToolError, ToolTimeout
 from harness.model import Metric, ToolRun
+from harness.numfmt import fmt_num, fmt_value, plural
 from harness.parsers import perftest, portcounters
 from harness.parsers.base import last_line as _last
 from harness.platform import infiniband, pair
-from harness.units import check_size, parse_size
+from harness.units import GBPS, US, check_size, parse_size
 
 Test = Literal["ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat"]
 DEVICE_PATTERN = r"^[A-Za-z0-9_.:-]{1,64}$"
@@ -49,7 +51,7 @@ class RdmaParams(Params):
     all_sizes: bool = Field(False, description="every size from 2 B to 8 MiB (-a)")
     qps: int = Field(1, ge=1, le=256, description="queue pairs (bandwidth tests only)")
     iterations: Optional[int] = Field(None, ge=5, le=100_000_000, description="-n")
-    duration_s: Optional[int] = Field(None, ge=1, le=3600, description="-D, instead of iterations")
+    duration_s: Optional[WholeSeconds] = Field(None, ge=1, le=3600, description="-D, instead of iterations")
     gpus: Optional[list[Annotated[int, Field(ge=0, le=255)]]] = Field(
         None, description="GPUDirect: GPU index per device (--use_cuda)")
     gid_index: Optional[int] = Field(None, ge=0, le=255, description="RoCE GID index (-x)")
@@ -235,12 +237,13 @@ def _summary(metrics: Sequence[Metric]) -> str:
     bw = [m for m in metrics if m.name == "rdma.bw_avg"]
     if bw:
         worst = min(bw, key=lambda m: m.value)
-        return (f"{len({m.labels.get('device') for m in bw})} HCA(s); lowest {worst.value:.2f} GB/s "
-                f"({worst.value * 8:.0f} Gb/s) on {worst.labels.get('device')}")
+        return (f"{plural(len({m.labels.get('device') for m in bw}), 'HCA')}; lowest "
+                f"{fmt_value(worst.value, GBPS)} ({fmt_num(worst.value * 8)} Gb/s) on "
+                f"{worst.labels.get('device')}")
     lat = [m for m in metrics if m.name == "rdma.lat_avg"]
     if lat:
         worst = max(lat, key=lambda m: m.value)
-        return f"highest average latency {worst.value:.2f} us on {worst.labels.get('device')}"
+        return f"highest average latency {fmt_value(worst.value, US)} on {worst.labels.get('device')}"
     return "no measurement"
 
 

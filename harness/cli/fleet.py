@@ -26,7 +26,7 @@ _EXISTING = click.Path(exists=True, file_okay=False, path_type=Path)
 def _seconds(value: str, what: str) -> float:
     from pydantic import TypeAdapter, ValidationError
 
-    from harness.config.models import Seconds
+    from harness.config.numbers import Seconds
     from harness.errors import UsageError
 
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TextIO
 
 from harness.model import CheckResult, Evaluation, RunRecord
-from harness.report.fmt import fmt_band, fmt_labels, fmt_value
+from harness.report.fmt import fmt_band, fmt_labels, fmt_status, fmt_value
 from harness.report.outputs import HTML_NAME
 from harness.run.finish import errors_of
 from harness.run.session import Finished
@@ -46,7 +46,7 @@ def problem(check: CheckResult) -> str:
     want = ("fail",) if check.status.value == "failed" else ("error", "fail")
     bad = [e for e in check.evaluations if e.outcome.value in want]
     text = fault(bad[0]) + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "") if bad else check.message
-    return f"{check.status.value.upper()} {check.id}: {text}"
+    return f"{fmt_status(check.status.value)} {check.id}: {text}"
 
 
 def quiet_line(record: RunRecord, report: Path | None, seconds: float) -> str:

@@ -11,6 +11,7 @@ from typing import Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from harness.config.numbers import Percent
 from harness.units import check_finite
 
 LabelValue = Union[str, int]
@@ -27,10 +28,10 @@ class DriftRule(BaseModel):
     check: Optional[str] = Field(None, description="only metrics of this check id")
     vs: Literal["golive", "previous"] = Field(
         "previous", description="golive: the node's first accepted run; previous: its last run")
-    max_drop_pct: Optional[float] = Field(None, gt=0, le=100,
-                                          description="allowed fall below the reference, in percent")
-    max_rise_pct: Optional[float] = Field(None, gt=0,
-                                          description="allowed rise above the reference, in percent")
+    max_drop_pct: Optional[Percent] = Field(None, gt=0, le=100, description="allowed fall below the "
+                                            "reference, in percent (10 or '10%')")
+    max_rise_pct: Optional[Percent] = Field(None, gt=0, description="allowed rise above the reference, "
+                                            "in percent (10 or '10%')")
     max_growth: Optional[float] = Field(
         None, ge=0, description="allowed absolute growth since the reference, in the metric's unit")
     max_growth_per_90d: Optional[float] = Field(

@@ -2,37 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from harness.config.driftrules import DriftRule
 from harness.config.factrule import FactRule
+from harness.config.numbers import Bytes, Fraction, Quantity, Ratio, Seconds, convert_rule
 from harness.series.psu import usable_psus
-from harness.units import UNITS, check_finite
+from harness.units import UNITS, check_finite, parse_fraction
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$")
-_SCALE = {"ms": 0.001, "s": 1.0, None: 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-
-
-def _duration(v: Any) -> Any:
-    """Accept 90, 90.5, '90s', '10m', '1h' and return seconds."""
-    if isinstance(v, bool):
-        raise ValueError("expected a duration such as 90, '90s', '10m' or '1h'")
-    if isinstance(v, (int, float)):
-        try:
-            return float(v)
-        except OverflowError:  # an int beyond float range
-            raise ValueError(f"duration {v} is out of range") from None
-    if isinstance(v, str):
-        m = _DURATION.match(v)
-        if m:
-            return float(m.group(1)) * _SCALE[m.group(2)]
-    raise ValueError(f"expected a duration such as 90, '90s', '10m' or '1h', got {v!r}")
-
-
-Seconds = Annotated[float, BeforeValidator(_duration), Field(gt=0, le=7 * 24 * 3600)]
 Identifier = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")]
 LabelValue = Union[str, int]
 
@@ -48,8 +27,10 @@ class SiblingBand(Strict):
 
     vary: list[str] = Field(default_factory=lambda: ["gpu"], min_length=1,
                             description="the labels that tell siblings apart (gpu; device; src, dst)")
-    min_ratio: Optional[float] = Field(None, gt=0, lt=1, description="0.95: at least 95% of the median")
-    max_ratio: Optional[float] = Field(None, gt=1, lt=100, description="1.15: at most 115% of the median")
+    min_ratio: Optional[Fraction] = Field(None, gt=0, lt=1, description="0.95 or 95%: at least 95% of the "
+                                          "median")
+    max_ratio: Optional[Ratio] = Field(None, gt=1, lt=100, description="1.15 or 115%: at most 115% of "
+                                       "the median")
     max_below: Optional[float] = Field(None, gt=0, description="at most this far below the median (unit)")
     max_above: Optional[float] = Field(None, gt=0, description="at most this far above the median (unit)")
     min_siblings: int = Field(3, ge=2, le=1024, description="smaller groups are not judged")
@@ -76,16 +57,17 @@ class Expectation(Strict):
     metric: str = Field(min_length=1, description="metric name, e.g. fio.bw")
     labels: dict[str, LabelValue] = Field(default_factory=dict, description="label selector")
     check: Optional[str] = Field(None, description="only metrics of this check id")
-    reference: Optional[float] = Field(None, description="expected value")
-    lower: Optional[float] = Field(
-        None, ge=0, description="allowed shortfall below reference, as a fraction (0.1 = 10%); "
-        "absolute when reference is 0")
-    upper: Optional[float] = Field(
-        None, ge=0, description="allowed excess above reference, as a fraction; absolute when "
-        "reference is 0")
-    min: Optional[float] = Field(None, description="absolute lower bound")
-    max: Optional[float] = Field(None, description="absolute upper bound")
-    unit: str = Field(description="unit of reference/min/max; must equal the metric's unit")
+    reference: Quantity = Field(None, description="expected value ('900 MB/s' is converted)")
+    lower: Quantity = Field(
+        None, ge=0, description="allowed shortfall below reference, as a fraction (0.1) or a percent "
+        "('10%'); absolute when reference is 0")
+    upper: Quantity = Field(
+        None, ge=0, description="allowed excess above reference, as a fraction (0.1) or a percent "
+        "('10%'); absolute when reference is 0")
+    min: Quantity = Field(None, description="absolute lower bound")
+    max: Quantity = Field(None, description="absolute upper bound")
+    unit: str = Field(description="unit of reference/min/max: the metric's, or a known multiple of it "
+                      "(MB/s, ms, kW: converted on load)")
     reduce: Literal["each", "min", "max", "mean", "sum"] = "each"
     severity: Literal["fail", "warn"] = "fail"
     xfail: Optional[str] = Field(None, description="known issue: reason")
@@ -95,6 +77,19 @@ class Expectation(Strict):
         "message size) that not every suite measures; otherwise nothing measured is an error")
     sibling: Optional[SiblingBand] = Field(
         None, description="judge each metric against the median of its siblings instead of fixed bounds")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _canonical_unit(cls, data: Any) -> Any:
+        return convert_rule(data) if isinstance(data, dict) else data
+
+    @field_validator("lower", "upper", mode="before")
+    @classmethod
+    def _fraction(cls, v: Any, info: ValidationInfo) -> Any:
+        """Relative to a non-zero reference: 0.15 or '15%'; a bare 15 is refused (15% was meant)."""
+        if v is None or info.data.get("reference") == 0 or "reference" not in info.data:
+            return v
+        return parse_fraction(v)
 
     @field_validator("reference", "lower", "upper", "min", "max")
     @classmethod
@@ -198,8 +193,9 @@ class GpuHardware(Strict):
         default_factory=list, description="PCI device ids (NVIDIA vendor 0x10de) that match, lower-case "
         "hex, e.g. '0x2330' for H100 SXM5 80GB: auto-selection by model even when NVML does not load")
     count: int = Field(0, ge=0, le=64)
-    memory_min_bytes: Optional[int] = Field(None, gt=0, description="each GPU's total memory as NVML "
-                                            "reports it, at least (80000000000 for an 80 GB part)")
+    memory_min_bytes: Optional[Bytes] = Field(None, gt=0, description="each GPU's total memory as NVML "
+                                              "reports it, at least (80000000000 or 74GiB for an 80 GB "
+                                              "part)")
     xid_critical: Optional[list[Annotated[int, Field(ge=1, le=999)]]] = Field(
         None, description="XID codes that fail their GPU in gpu_health: the site's policy (sites "
         "disagree); unset, the DCGM/AzNHC set 48 63 64 74 79 92 94 95 119 120; a suite's own "
@@ -250,7 +246,8 @@ class Hardware(Strict):
     gpu: GpuHardware = Field(default_factory=GpuHardware)  # type: ignore[arg-type]
     topology: Optional[TopologyHardware] = None
     cpu_model: Optional[str] = None
-    memory_min_bytes: Optional[int] = Field(None, ge=0)
+    memory_min_bytes: Optional[Bytes] = Field(None, ge=0, description="installed memory, at least "
+                                              "(bytes, or a size such as 16GiB)")
     nvme_count: Optional[int] = Field(None, ge=0)
     hca_count: Optional[int] = Field(None, ge=0, le=64, description="RDMA devices (mlx5_0, ...) in "
                                      "/sys/class/infiniband expected, at least")

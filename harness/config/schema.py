@@ -12,7 +12,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator
 
-import harness.config.models as models
+import harness.config.numbers as numbers
 from harness.catalog import METRICS
 from harness.config.kinds import KindSpec
 from harness.config.models import Profile, Suite
@@ -22,7 +22,7 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 
 # pydantic leaves the bounds of a BeforeValidator'd type under their Python names.
 _BOUNDS = {"gt": "exclusiveMinimum", "ge": "minimum", "lt": "exclusiveMaximum", "le": "maximum"}
-_DURATION = {"type": "string", "pattern": models._DURATION.pattern,
+_DURATION = {"type": "string", "pattern": numbers.DURATION_PATTERN,
              "description": "a duration such as '90s', '10m' or '1h'"}
 
 
@@ -99,7 +99,7 @@ def _duration_fields(model: type[BaseModel]) -> dict[str, set[str]]:
 def _is_duration(items: list[Any]) -> bool:
     """Whether these field metadata / annotations carry the duration validator, at any depth."""
     for x in items:
-        if isinstance(x, BeforeValidator) and x.func is models._duration:
+        if isinstance(x, BeforeValidator) and x.func is numbers._duration:
             return True
         if _is_duration([*getattr(x, "__metadata__", ()), *getattr(x, "__args__", ())]):
             return True
@@ -129,6 +129,11 @@ def _fix_bounds(node: Any) -> None:
             if py in node and isinstance(node[py], (int, float)) and node.get("type") in ("number",
                                                                                           "integer"):
                 node[js] = node.pop(py)
+            elif py in node and isinstance(node.get("anyOf"), list):  # a number or a '16GiB' string
+                bound = node.pop(py)
+                for opt in node["anyOf"]:
+                    if isinstance(opt, dict) and opt.get("type") in ("number", "integer"):
+                        opt[js] = bound
         for v in node.values():
             _fix_bounds(v)
     elif isinstance(node, list):

@@ -8,6 +8,8 @@ alias bombs, deep nesting and multi-document files are refused.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
@@ -203,14 +205,55 @@ class _Builder:
         _refuse(node, "keys must be plain strings, not lists or mappings")
 
     def _scalar(self, node: ScalarNode) -> Any:
+        if node.tag == _STR and node.style is None:
+            return _yaml12_number(node.value)
         if node.tag == _STR or node.tag == _T + "timestamp":
             return str(node.value)
         if node.tag not in _SCALAR_TAGS:
             _refuse(node, f"unsupported YAML tag {_short(node.tag)!r}")
+        differs = _yaml11_only(node)
+        if differs:
+            _refuse(node, differs)
         try:
             return self.loader.construct_object(node, deep=True)
         except (ValueError, OverflowError, yaml.YAMLError):
             _refuse(node, f"cannot read {node.value[:40]!r} as {_short(node.tag)} (too large?)")
+
+
+_YAML12_BOOL = {"true", "True", "TRUE", "false", "False", "FALSE"}
+_YAML12_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+_YAML12_OCTAL = re.compile(r"0o[0-7]+")
+
+
+def _yaml11_only(node: ScalarNode) -> str | None:
+    """Why a bool/int/float scalar reads differently in YAML 1.2 (which suites are written in)
+    than in YAML 1.1 (what PyYAML and older tools read), or None when both agree."""
+    text = str(node.value)
+    if node.tag == _T + "bool" and text not in _YAML12_BOOL:
+        as11 = "true" if text.lower() in ("yes", "on", "y") else "false"
+        return (f"{text!r} is the string {text!r} in YAML 1.2 but {as11} in YAML 1.1; write "
+                f"'{text}' in quotes for the text or {as11} for the boolean")
+    if node.tag not in (_T + "int", _T + "float"):
+        return None
+    digits = text.lstrip("+-")
+    if "_" in digits or ":" in digits or digits[:2] in ("0b", "0B"):
+        return (f"{text!r} is a string in YAML 1.2 but a number in YAML 1.1; write the number "
+                f"plainly (no '_' or ':') or quote the text")
+    if node.tag == _T + "int" and len(digits) > 1 and digits[0] == "0" and digits.isdigit():
+        as11 = f"octal {int(digits, 8)}" if set(digits) <= set("01234567") else "not a number"
+        return (f"{text!r} is {int(digits)} in YAML 1.2 but {as11} in YAML 1.1; write {int(digits)}, "
+                f"0o{digits.lstrip('0') or '0'} for octal, or quote it for the text")
+    return None
+
+
+def _yaml12_number(text: str) -> Any:
+    """A plain scalar YAML 1.1 left a string but YAML 1.2 reads as a number ('1e3', '0o17')."""
+    if _YAML12_FLOAT.fullmatch(text) and any(c in text for c in ".eE"):
+        value = float(text)
+        return value if math.isfinite(value) else text
+    if _YAML12_OCTAL.fullmatch(text):
+        return int(text[2:], 8)
+    return text
 
 
 def _short(tag: str) -> str:

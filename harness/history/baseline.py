@@ -104,7 +104,7 @@ def _covering(base: dict[str, Any], side: str, need: float, values: Sequence[flo
     tol = _ceil_step(max(need, 0.0))
     for _ in range(100):
         e = {**base, side: round(tol, 6)}
-        low, high = band(Expectation.model_validate(e))
+        low, high = band(Expectation.model_validate({**e, side: tolerance(e[side])}))
         if all((low is None or v >= low) and (high is None or v <= high) for v in values):
             return e
         tol = tol * (1 + 1e-9) + STEP  # relative too: a step of 1e-4 vanishes beside a huge ratio
@@ -159,7 +159,13 @@ def expectation_for(check: str, metric: str, labels: dict[str, Any], unit: str, 
         return None, (f"disagree: the golden runs' values span {_num(lo)} to {_num(hi)} {unit}, more "
                       f"than the cap of {_pct(cap)} around {_num(ref)}")
     keep = ("metric", "check", "labels", "reference", side, "unit", "severity", "note")
-    return {k: e[k] for k in keep if k in e}, ""
+    return {**{k: e[k] for k in keep if k in e}, side: tolerance(e[side])}, ""
+
+
+def tolerance(x: float) -> float | str:
+    """A tolerance as a profile writes it: a fraction up to 1, a percent above (the loader refuses a
+    bare fraction above 1, the classic `lower: 15` meant as 15%)."""
+    return x if x <= 1 else f"{round(100 * x, 4):g}%"
 
 
 def _num(x: float) -> str:

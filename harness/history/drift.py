@@ -19,6 +19,7 @@ from typing import Any
 from harness.config.driftrules import MIN_RATE_DAYS, DriftRule
 from harness.history.identity import NodeIdentity, part_of
 from harness.model import MEASURED, Evaluation, Metric, Outcome, join_labels
+from harness.numfmt import fmt_value
 
 # check statuses whose metrics are real measurements (a recorded check measured, with nothing to judge)
 VALID = tuple(s.value for s in MEASURED)
@@ -178,7 +179,7 @@ def _judge(sr: SourcedRule, key: SeriesKey, value: float, unit: str, ref: RunPoi
     since = "go-live" if rule.vs == "golive" else "the previous run"
     change = f"{100 * (value - r) / scale:+.1f}%" if scale else f"{value - r:+.4g} {unit}"
     when = f"{ref.run_id}, {ref.started[:10]}" + (f", {days:.0f} days ago" if days and days >= 1 else "")
-    msg = f"{change} since {since} ({when}: {r:.4g} → {value:.4g} {unit})"
+    msg = f"{change} since {since} ({when}: {fmt_value(r, unit, 4)} → {fmt_value(value, unit, 4)})"
     if not limits:
         msg += "; reference is 0, percent limits do not apply"
     if problems:

@@ -26,6 +26,7 @@ from harness.report.fmt import (
     fmt_bytes,
     fmt_delta,
     fmt_duration,
+    fmt_labels,
     fmt_num,
     fmt_time,
     fmt_value,
@@ -172,6 +173,7 @@ _HEADERS = {
     "name": "Name", "model": "Model", "serial": "Serial", "size_bytes": "Size", "transport": "Transport",
     "rotational": "Media", "driver": "Driver", "speed_mbps": "Speed", "state": "State", "mac": "MAC",
     "index": "#", "uuid": "UUID", "vbios": "VBIOS", "pci_bus_id": "PCI bus", "memory_bytes": "Memory",
+    "mtu": "MTU", "numa_node": "NUMA node", "pci": "PCI", "ip": "IP", "ipv4": "IPv4", "ipv6": "IPv6",
 }
 _TABLES = {  # inventory key: (title, preferred column order)
     "gpus": ("GPUs", ("index", "name", "serial", "uuid", "driver", "vbios", "pci_bus_id")),
@@ -190,7 +192,7 @@ def inv_cell(key: str, v: Any) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
     if key.endswith("_bytes") and isinstance(v, (int, float)):
-        return fmt_bytes(v, si=key == "size_bytes")
+        return fmt_bytes(v)  # binary everywhere: 23.5 GiB of RAM, a 256 GiB disk
     if key == "speed_mbps" and isinstance(v, (int, float)):
         if v <= 0:
             return "—"
@@ -204,8 +206,18 @@ def inv_cell(key: str, v: Any) -> str:
     return str(v)
 
 
+_ACRONYMS = {"pci": "PCI", "pcie": "PCIe", "gpu": "GPU", "gpus": "GPUs", "cpu": "CPU", "cpus": "CPUs",
+             "numa": "NUMA", "mtu": "MTU", "os": "OS", "ip": "IP", "mac": "MAC", "nvme": "NVMe",
+             "bios": "BIOS", "dmi": "DMI", "hca": "HCA", "nic": "NIC", "nics": "NICs", "id": "ID"}
+
+
 def _header(key: str) -> str:
-    return _HEADERS.get(key, key.replace("_", " ").capitalize())
+    """A key as a column or row title: 'pci_gpus' -> 'PCI GPUs', 'mtu' -> 'MTU' (never 'Mtu')."""
+    if key in _HEADERS:
+        return _HEADERS[key]
+    words = [_ACRONYMS.get(w.lower(), w) for w in key.split("_") if w]
+    text = " ".join(words) or key
+    return text[:1].upper() + text[1:]
 
 
 def _table(title: str, items: Sequence[Any], preferred: Sequence[str] = ()) -> dict[str, Any]:
@@ -272,6 +284,23 @@ def inventory_view(inv: Mapping[str, Any], host: str) -> dict[str, Any]:
     return {"identity": identity, "tables": tables, "sections": sections}
 
 
+# ---------------------------------------------------------------- page one
+
+_WORST = {"fail": 0, "error": 1, "warn": 2}
+
+
+def findings(record: RunRecord) -> list[tuple[str, str, str]]:
+    """What failed, errored or warned, by name, worst first: (outcome, 'check · metric{labels}',
+    why) for each such rule, and a check that errored or warned without one."""
+    out: list[tuple[str, str, str]] = []
+    for c in record.checks:
+        bad = [e for e in c.evaluations if e.outcome.value in _WORST]
+        out += [(e.outcome.value, f"{c.id} · {e.metric}{fmt_labels(e.labels)}", e.message) for e in bad]
+        if not bad and c.status.value in ("errored", "warned"):
+            out.append(("error" if c.status.value == "errored" else "warn", c.id, c.message))
+    return sorted(out, key=lambda f: _WORST[f[0]])
+
+
 # ---------------------------------------------------------------- rendering
 
 @lru_cache(maxsize=4)
@@ -300,5 +329,5 @@ def render_html(record: RunRecord, run_dir: Path | None) -> str:
     return _environment(cache_parent).get_template("report.html.j2").render(
         record=record, verdict=record.verdict, counts=record.counts, checks=checks,
         inventory=inventory_view(record.inventory, record.host), tail_kib=TAIL_BYTES // 1024,
-        history=history_view(record), drives=drive_table(record),
+        history=history_view(record), drives=drive_table(record), findings=findings(record),
     )

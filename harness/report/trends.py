@@ -53,7 +53,9 @@ def _worse(pct: float | None, better: str) -> bool:
 
 def _trend(t: Mapping[str, Any]) -> TrendView:
     unit = str(t.get("unit", ""))
-    pts = [ChartPoint(float(p["value"]), str(p.get("started", ""))[:10],
+    days = [str(p.get("started", ""))[:10] for p in t.get("points", [])]
+    width = 16 if len(set(days)) < len(days) else 10  # runs that share a day: axis shows the time too
+    pts = [ChartPoint(float(p["value"]), str(p.get("started", ""))[:width].replace("T", " "),
                       f"{p.get('run_id', '')} · {str(p.get('started', ''))[:10]} · "
                       f"{fmt_value(float(p['value']), unit)} · {p.get('verdict', '')}",
                       bad=p.get("verdict") == "REJECTED")

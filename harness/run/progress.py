@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from typing import Any, Protocol, TextIO
 
 from harness.model import CheckResult, RunRecord
+from harness.report.fmt import fmt_duration, fmt_status
 
 
 class Progress(Protocol):
@@ -56,7 +57,7 @@ class PlainProgress:
         self._p(f"    {text}")
 
     def check_finished(self, result: CheckResult) -> None:
-        self._p(f"    {result.id}: {result.status.value.upper()} in {result.duration_s:.1f} s"
+        self._p(f"    {result.id}: {fmt_status(result.status.value)} in {fmt_duration(result.duration_s)}"
                 + (f" - {_last_numbers(result)}" if _last_numbers(result) else ""))
 
     def finish(self, record: RunRecord) -> None:
@@ -117,7 +118,7 @@ class RichProgress:
 
         self.last = _last_numbers(result)
         line = Text("  ")
-        line.append(f"{result.status.value.upper():8}", style=colour)
+        line.append(f"{fmt_status(result.status.value):8}", style=colour)
         line.append(f" {result.id} ({result.duration_s:.1f} s) {self.last}")
         self.console.print(line, highlight=False)
         self.current = {}

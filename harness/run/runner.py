@@ -38,6 +38,7 @@ from harness.fsutil import why_not
 from harness.model import EXIT_CODES, CheckResult, Evaluation, Finding, Metric, RunRecord, Status
 from harness.platform import proc
 from harness.platform.ledger import Ledger
+from harness.report.fmt import fmt_status
 from harness.run import sampler as telemetry
 from harness.run import settle
 from harness.run.finish import History, finish, internal_error, with_error
@@ -185,7 +186,7 @@ class Runner:
     def _keep(self, result: CheckResult) -> None:
         self.results[result.id] = result
         log.info("check %s kept from the earlier attempt: %s", result.id, result.status.value)
-        self.ctx.progress.note(f"{result.id}: {result.status.value.upper()} (kept from the earlier "
+        self.ctx.progress.note(f"{result.id}: {fmt_status(result.status.value)} (kept from the earlier "
                                "attempt)")
 
     def _run_one(self, index: int, pc: PlannedCheck) -> CheckResult:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError, ConfigProblem, UsageError
 from harness.model import RunRecord, join_labels
+from harness.report.fmt import fmt_status
 
 DEFAULT_KEEP = 20  # quiet runs kept in an output directory (--keep)
 
@@ -232,7 +233,7 @@ def summary(record: RunRecord, run_dir: Path) -> list[str]:
         lines += [f"  UNTESTED {why}" for why in record.untested]
     for chk in record.checks:
         if chk.status.value in ("failed", "errored"):
-            lines.append(f"  {chk.status.value.upper()} {chk.id}: {chk.message}")
+            lines.append(f"  {fmt_status(chk.status.value)} {chk.id}: {chk.message}")
             for ev in chk.evaluations:
                 if ev.outcome.value in ("fail", "error"):
                     lines.append(f"    {ev.metric}{{{join_labels(ev.labels)}}}: {ev.message}")

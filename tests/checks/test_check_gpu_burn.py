@@ -47,7 +47,7 @@ def test_ok_run_gives_metrics_and_one_passing_verdict(tmp_path: Path):
         ("gpu_burn.tflops", 0): 0.735, ("gpu_burn.tflops", 1): 0.786}
     (ev,) = out.evaluations  # 2 GPUs: too few siblings for the sibling rule
     assert ev.outcome is Outcome.PASS and ev.message == "all 2 GPUs OK, no computation errors"
-    assert out.summary == "gpu_burn 10 s: 2 of 2 GPUs OK; 0.735-0.786 TFLOPS (median 0.76)"
+    assert out.summary == "gpu_burn 10 s: 2 of 2 GPUs OK; 0.735-0.786 TFLOPS (median 0.760)"
     assert out.details["engine"] == "gpu-burn" and out.details["tested"] == 2
     raw = sorted(p.name for p in (tmp_path / "raw" / "burn").iterdir())
     assert raw == ["01-gpu-burn.stderr", "01-gpu-burn.stdout"]

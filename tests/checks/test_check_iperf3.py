@@ -145,6 +145,6 @@ def test_cli_run_of_a_loopback_suite(tmp_path, floor, verdict):
         assert r.returncode == 0 and check["status"] == "passed"
     else:
         assert r.returncode == 1 and check["status"] == "failed"
-        assert "FAILED tcp-loopback: " in r.stdout and "expected >= 1e+06 GB/s" in r.stdout
+        assert "FAILED tcp-loopback: " in r.stdout and "expected >= 1,000,000 GB/s" in r.stdout
     port = int(check["tool_runs"][0]["argv"][-1])
     assert iperf3_processes(port) == []

@@ -109,7 +109,7 @@ def test_healthy_dgx_h100_passes_with_a_real_full_system_load(tmp_path: Path):
 
 
 @pytest.mark.parametrize("scenario, failing, message", [
-    ({"bmc": {"node_w": 11000.0}}, "power.headroom_pct", "measured 16.67 %, expected >= 20 %"),
+    ({"bmc": {"node_w": 11000.0}}, "power.headroom_pct", "measured 16.7 %, expected >= 20 %"),
     ({"bmc": {"node_w": 9000.0, "lose_psu_at": 5}}, "psu.ok", "PSU3 failed "),
 ], ids=["below-20pct-headroom", "psu-lost-mid-load"])
 def test_a_node_that_fails(tmp_path: Path, scenario, failing, message):

@@ -156,7 +156,7 @@ def test_every_sysfs_device_is_measured_and_compared(tmp_path, monkeypatch):
     (ev,) = out.evaluations
     assert ev.outcome is Outcome.PASS and ev.metric == "rdma.bw_avg"
     assert "slowest of 3 (by device)" in ev.message
-    assert out.summary == "3 HCA(s); lowest 13.96 GB/s (112 Gb/s) on mlx5_0"
+    assert out.summary == "3 HCAs; lowest 14.0 GB/s (112 Gb/s) on mlx5_0"
     assert len(ctx.tool_runs) == 6
     names = [Path(t.stdout_file).name for t in ctx.tool_runs]
     assert names[:2] == ["01-ib_write_bw-mlx5_0-server.stdout", "01-ib_write_bw-mlx5_0-client.stdout"]

@@ -9,7 +9,7 @@ import pytest
 
 from harness.checks.base import CheckKind, MetricSpec, Params
 from harness.config import json_schema
-from harness.config.models import Seconds
+from harness.config.numbers import Seconds
 from harness.units import UNITS
 
 

@@ -81,7 +81,9 @@ def test_report_in_chromium(browser: Any, tmp_path: Path) -> None:
         assert box is not None and box["width"] > 100 and box["height"] > 20
 
         page.emulate_media(media="print")  # folded detail blocks open up on paper
-        assert page.locator("details.expand dl").first.is_visible()
+        folded = page.locator("details.expand dl")
+        assert folded.count() and not folded.first.is_visible()  # folded details stay off paper
+        assert page.locator("section.signoff.print-only").is_visible()  # page 1 carries the sign-off
         pdf = page.pdf(format="A4", print_background=True)
         (tmp_path / "report.pdf").write_bytes(pdf)
         assert pdf.startswith(b"%PDF") and len(pdf) > 10_000

@@ -95,7 +95,7 @@ def test_each_drive_gets_identity_health_and_performance_with_the_slow_one_marke
 
 def test_report_shows_the_drive_table_checkpoint_time_and_data_path_verdict(tmp_path):
     html = render_html(_record(tmp_path), None)
-    drives = html[html.index('<h2 id="drives">'):html.index('<section class="check"')]
+    drives = html[html.index('<h2 id="drives">'):html.index('<section class="check ')]
     assert drives.count('<tr class="row-fail">') == 1 and drives.count('<tr class="row-pass">') == 3
     assert "Gen3 x2 (below max Gen4 x4)" in drives and "S64HNE0R100001" in drives
     assert "durable after 6.87 s" in html

@@ -28,7 +28,8 @@ from harness.report.outputs import write_reports
 
 ALLOWED_TAGS = {
     "html", "head", "meta", "link", "title", "style", "body", "main", "h1", "h2", "h3", "p", "div", "span",
-    "strong", "b", "code", "pre", "dl", "dt", "dd", "table", "thead", "tbody", "tr", "th", "td", "a",
+    "strong", "b", "code", "pre", "dl", "dt", "dd", "table", "colgroup", "col", "thead", "tbody", "tr", "th",
+    "td", "a",
     "details", "summary", "ul", "li", "footer", "section", "svg", "circle", "path",
     "text",  # axis labels of inline SVG charts (report/charts.py)
 }
@@ -72,7 +73,8 @@ def test_every_status_and_outcome_renders(run_dir: Path) -> None:
     assert "1,234,567" in html  # uncovered metric with thousands separators
     assert "fio.iops" in html and "nccl.time" in html
     assert "chosen because 8 × NVIDIA H100" in html
-    assert "SYS-821GE-TNHR" in html and "S64HNE0T123456" in html and "3.84 TB" in html
+    assert "SYS-821GE-TNHR" in html and "S64HNE0T123456" in html
+    assert "3.49 TiB" in html  # binary, as every byte count in the report
     assert "GPU-3f0c0007-9a1b-4c2d-8e7f-0123456789ab" in html and "96.00.99.00.01" in html
     assert "400 Gb/s" in html and "2 TiB" in html and "17 min 30 s" in html
     assert "all_reduce_perf -b 8 -e 8G -f 2 -g 8" in html
@@ -198,7 +200,7 @@ def test_empty_and_partial_inventory_render() -> None:
         rec = replace(samples.record(), inventory=inv, checks=())
         html = render_html(rec, None)
         assert "No checks in this run." in html and ">UNTESTED<" in html  # nothing measured: never accepted
-    assert ">Gpus</dt><dd>8<" in html and ">Host</dt><dd>n2<" in html and ">sdb<" in html
+    assert ">GPUs</dt><dd>8<" in html and ">Host</dt><dd>n2<" in html and ">sdb<" in html
 
 
 def test_write_reports(tmp_path: Path) -> None:
@@ -228,7 +230,8 @@ def test_tool_run_without_files() -> None:
 @pytest.mark.parametrize("v, out", [
     (None, "—"), (0, "0"), (2.0, "2"), (1.2345, "1.23"), (12.345, "12.3"), (123.45, "123"),
     (999.7, "1,000"), (1234.5, "1,234"), (1234567.0, "1,234,567"), (0.0123456, "0.0123"),
-    (0.000412, "4.12e-04"), (-3.5, "-3.5"), (float("nan"), "NaN"), (float("inf"), "∞"),
+    (0.000412, "0.000412"), (36960.4, "36,960"), (-3.5, "-3.50"), (13.96, "14.0"), (0.05 * 100, "5"),
+    (float("nan"), "NaN"), (float("inf"), "∞"),
 ])
 def test_fmt_num(v: float | None, out: str) -> None:
     assert fmt_num(v) == out

@@ -47,7 +47,7 @@ def test_failure_message_has_measured_and_expected() -> None:
     assert f is not None and f.get("type") == "fail"
     msg = f.get("message", "")
     assert msg.startswith("measured 1.23 GB/s, expected >= 6.12 GB/s")
-    assert "-81.9%" in msg and "reference 6.8 GB/s" in msg
+    assert "-81.9%" in msg and "reference 6.80 GB/s" in msg
     assert "below lower bound" in (f.text or "")
 
 

@@ -133,7 +133,7 @@ def test_trend_charts_render_and_print_in_chromium(browser: Any, tmp_path: Path)
         shot = nccl.screenshot()
         assert len(shot) > 2000
         page.emulate_media(media="print")
-        assert page.locator("#signoff table.signoff").is_visible()
+        assert page.locator("section.signoff.print-only table.signoff").is_visible()
         pdf = page.pdf(format="A4", print_background=True)
         assert pdf.startswith(b"%PDF") and len(pdf) > 10_000
         assert errors == []
