@@ -24,7 +24,7 @@ from typing import Union
 
 from harness import siblings
 from harness.config.models import Expectation
-from harness.model import Evaluation, Finding, Metric, Outcome, Status
+from harness.model import Evaluation, Finding, Metric, Outcome, Status, join_labels
 from harness.numfmt import digits_for, fmt_band, fmt_value
 
 
@@ -128,7 +128,7 @@ def _error(e: Expectation, source: str, msg: str, labels: Mapping[str, str | int
 
 
 def _selector_text(e: Expectation) -> str:
-    labels = ",".join(f"{k}={v}" for k, v in sorted(e.labels.items()))
+    labels = join_labels(sorted(e.labels.items()))
     return f"{e.metric}{{{labels}}}" if labels else e.metric
 
 
@@ -247,7 +247,7 @@ def _finite_or_error(ev: Evaluation) -> tuple[Evaluation, str | None]:
         delta = math.inf
     if not any(_bad(x) for x in (ev.measured, ev.reference, ev.low, ev.high, delta)):
         return ev, None
-    where = ",".join(f"{k}={v}" for k, v in sorted(ev.labels.items()))
+    where = join_labels(sorted(ev.labels.items()))
     if _bad(ev.measured):
         why = f"measured value is not a finite number ({ev.measured!r})"
     elif _bad(ev.reference) or _bad(ev.low) or _bad(ev.high):
@@ -274,7 +274,7 @@ def finite_metrics(metrics: Sequence[Metric]) -> tuple[list[Metric], list[str]]:
         if isinstance(m.value, (int, float)) and math.isfinite(m.value):
             good.append(m)
         else:
-            labels = ",".join(f"{k}={v}" for k, v in m.labels.items())
+            labels = join_labels(m.labels)
             problems.append(f"{m.name}{{{labels}}} is not a finite number ({m.value!r})")
     return good, problems
 
@@ -287,7 +287,7 @@ def describe_rule(rule: OwnRule) -> str:
         return f"expect {rule.metric}{{}} by {','.join(rule.vary)}: {rule.describe()}  " \
                f"[{rule.severity}; {siblings.SOURCE}]"
     ex = rule.expectation
-    sel = ",".join(f"{k}={v}" for k, v in sorted(ex.labels.items()))
+    sel = join_labels(sorted(ex.labels.items()))
     if ex.sibling is not None:
         sib = sibling_rule(ex)
         what = f"by {','.join(sib.vary)}: {sib.describe(ex.unit)}"

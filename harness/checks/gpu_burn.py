@@ -27,6 +27,7 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -85,8 +86,6 @@ class GpuBurnParams(TelemetryParams, Params):
 
 def _backend_installed(dtype: str) -> bool:
     """Whether the builtin engine can burn `dtype` here (found, not imported: importing takes seconds)."""
-    from importlib.util import find_spec
-
     return find_spec("torch") is not None or (dtype not in ("bf16", "tf32") and find_spec("cupy") is not None)
 
 

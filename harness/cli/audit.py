@@ -20,7 +20,7 @@ def audit() -> None:
 @click.option("--force", is_flag=True, help="replace the output file if it exists")
 def capture(output: Path, extends: str | None, name: str | None, force: bool) -> None:
     """Write this node's facts as a profile whose config: rules it passes."""
-    from harness.audit.capture import capture_to
+    from harness.audit.capture import capture_to  # start-up: the audit loads only for this command
 
     path, n, refused = capture_to(output, name=name, extends=extends, force=force)
     for why in refused:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from harness.errors import UsageError
+
 
 @click.command("export")
 @click.argument("source", required=False)
@@ -26,13 +28,13 @@ def export(source: str | None, from_history: bool, store: Path | None, fmt: str 
     Columns: node, serial, run, time, suite, profile, check, kind, metric, one column per label,
     value, unit, status, outcome, verdict. In pandas: harness.export.api.read(FILE).
     """
-    from harness.errors import UsageError
+    # start-up: the export and its sources load only for this command, not for `harness --help`
     from harness.export import sources, write
 
     fmt = write.fmt_for(fmt, output)
     problems: list[str] = []
     if from_history:
-        from harness.history import view
+        from harness.history import view  # start-up: the history store loads only with --history
 
         db = view.open_existing(store)
         try:

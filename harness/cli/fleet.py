@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from harness.errors import UsageError
+
 if TYPE_CHECKING:
     from harness.fleet.analysis import OutlierSettings
     from harness.fleet.commands import Exports
@@ -24,10 +26,10 @@ _EXISTING = click.Path(exists=True, file_okay=False, path_type=Path)
 
 
 def _seconds(value: str, what: str) -> float:
+    # start-up: pydantic and config load only when a fleet command parses a duration
     from pydantic import TypeAdapter, ValidationError
 
     from harness.config.numbers import Seconds
-    from harness.errors import UsageError
 
     try:
         return float(TypeAdapter(Seconds).validate_python(value))
@@ -36,13 +38,13 @@ def _seconds(value: str, what: str) -> float:
 
 
 def _exports(prom_textfile: Path | None, pushgateway: str | None) -> Exports:
-    from harness.fleet.commands import Exports
+    from harness.fleet.commands import Exports  # start-up: fleet loads only for a fleet command
 
     return Exports(prom_textfile, pushgateway)
 
 
 def _settings(threshold: float, min_nodes: int) -> OutlierSettings:
-    from harness.fleet.analysis import OutlierSettings
+    from harness.fleet.analysis import OutlierSettings  # start-up: fleet loads only for a fleet command
 
     return OutlierSettings(threshold=threshold, min_nodes=min_nodes)
 
@@ -96,7 +98,7 @@ def run_cmd(suite: str, nodes: str, output: Path, profile: str | None, partition
             start_timeout: str, poll_interval: str, history: str | None, prom_textfile: Path | None,
             pushgateway: str | None, threshold: float, min_nodes: int) -> None:
     """Run SUITE on every node of --nodes, one exclusive Slurm job per node."""
-    from harness.fleet import commands
+    from harness.fleet import commands  # start-up: fleet loads only for a fleet command
 
     sys.exit(commands.run(
         suite=suite, nodes=nodes, output=output, profile=profile, partition=partition, account=account,
@@ -110,7 +112,7 @@ def run_cmd(suite: str, nodes: str, output: Path, profile: str | None, partition
 @click.argument("fleet_dir", type=_EXISTING)
 def status(fleet_dir: Path) -> None:
     """Ask Slurm about a fleet run's jobs and print each node's state."""
-    from harness.fleet import commands
+    from harness.fleet import commands  # start-up: fleet loads only for a fleet command
 
     sys.exit(commands.status(fleet_dir))
 
@@ -122,7 +124,7 @@ def status(fleet_dir: Path) -> None:
 def report(fleet_dir: Path, drain_failed: bool, prom_textfile: Path | None, pushgateway: str | None,
            threshold: float, min_nodes: int) -> None:
     """Write fleet.html, fleet.json and junit.xml for a fleet directory."""
-    from harness.fleet import commands
+    from harness.fleet import commands  # start-up: fleet loads only for a fleet command
 
     sys.exit(commands.report(fleet_dir, drain_failed=drain_failed,
                              exports=_exports(prom_textfile, pushgateway),
@@ -133,7 +135,7 @@ def report(fleet_dir: Path, drain_failed: bool, prom_textfile: Path | None, push
 @click.argument("fleet_dir", type=_EXISTING)
 def resume(fleet_dir: Path) -> None:
     """Resume the fleet's nodes drained by the harness (reason 'harness: ...'), never others."""
-    from harness.fleet import commands
+    from harness.fleet import commands  # start-up: fleet loads only for a fleet command
 
     sys.exit(commands.resume(fleet_dir))
 
@@ -143,6 +145,6 @@ def resume(fleet_dir: Path) -> None:
 @_options(_prom)
 def export(directory: Path, prom_textfile: Path | None, pushgateway: str | None) -> None:
     """Export a fleet directory or a single run directory to Prometheus."""
-    from harness.fleet import commands
+    from harness.fleet import commands  # start-up: fleet loads only for a fleet command
 
     sys.exit(commands.export(directory, _exports(prom_textfile, pushgateway)))

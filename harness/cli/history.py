@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from harness.errors import UsageError
+
 HISTORY_OPTION = click.option(
     "--history", "history", type=click.Path(dir_okay=False, path_type=Path), envvar="HARNESS_HISTORY",
     help="history store (default: $HARNESS_HISTORY, else the node's store: "
@@ -42,8 +44,8 @@ def baseline() -> None:
 def capture(run_dirs: tuple[Path, ...], name: str, output: Path | None, extends: str | None,
             force: bool, tails: str) -> None:
     """Write a profile from the metrics of one or more accepted RUN_DIRS."""
+    # start-up: config, results and history load only for this command, not for `harness --help`
     from harness import config, results
-    from harness.errors import UsageError
     from harness.history import baseline as bl
 
     out = output or Path("profiles") / f"{name}.yaml"
@@ -72,7 +74,7 @@ def history() -> None:
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def show(node: str | None, history: Path | None, as_json: bool) -> None:
     """List nodes, or NODE's runs (hostname, serial or id) with verdicts and key metrics."""
-    from harness.history import view as hv
+    from harness.history import view as hv  # start-up: history loads only for this command
 
     store = hv.open_existing(history)
     try:
@@ -93,7 +95,7 @@ def show(node: str | None, history: Path | None, as_json: bool) -> None:
 @HISTORY_OPTION
 def import_cmd(run_dirs: tuple[Path, ...], history: Path | None) -> None:
     """Add existing run directories to the history store (created when missing)."""
-    from harness.errors import UsageError
+    # start-up: history loads only for this command, not for `harness --help`
     from harness.history.record import import_runs, store_path
     from harness.history.store import open_store
 
@@ -118,7 +120,7 @@ def import_cmd(run_dirs: tuple[Path, ...], history: Path | None) -> None:
 @HISTORY_OPTION
 def pin(run_id: str, kind: str, history: Path | None) -> None:
     """Pin RUN_ID (a run recorded in the store) as its node's go-live run."""
-    from harness.errors import UsageError
+    # start-up: the store and its views load only when the command runs
     from harness.history import view as hv
 
     store = hv.open_existing(history)
@@ -143,7 +145,7 @@ def pin(run_id: str, kind: str, history: Path | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def compare(run_a: str, run_b: str, history: Path | None, as_json: bool) -> None:
     """Every metric of RUN_A and RUN_B side by side, largest regression first (exit 0)."""
-    from harness.history import compare as runcompare
+    from harness.history import compare as runcompare  # start-up: history loads only for this command
     from harness.history import view as hv
 
     a, b = hv.load_run(run_a, history), hv.load_run(run_b, history)

@@ -29,6 +29,7 @@ def _found_lines(items: Sequence[Found]) -> list[str]:
 
 def listing() -> str:
     """Kinds, parse kinds, then suites and profiles by name with their place and the search path."""
+    # start-up: check kinds and config load only for `harness list`, not for `harness --help`
     from harness.checks.registry import kinds
     from harness.config.paths import catalogue, search_path
     from harness.parsers.registry import parsers
@@ -83,6 +84,7 @@ def tools_listing(report: Sequence[KindReadiness]) -> str:
 def list_cmd(tools: bool) -> None:
     """List check kinds, parse kinds, suites and profiles (and where each was found)."""
     if tools:
+        # start-up: check kinds load only for `harness list`, not for `harness --help`
         from harness.checks.readiness import readiness
         from harness.checks.registry import kinds
 

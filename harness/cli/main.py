@@ -10,11 +10,22 @@ Heavy modules are imported inside the commands so `harness --help` starts fast.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import json
+import os
 import sys
+import traceback
 from pathlib import Path
 
 import click
+
+from harness.cli.audit import audit
+from harness.cli.export import export
+from harness.cli.fleet import fleet
+from harness.cli.history import baseline, compare, history
+from harness.cli.listing import list_cmd
+from harness.errors import ConfigError, HarnessError, UsageError
 
 # 0 accepted, 1 rejected (hardware measured badly), 2 invalid input, 3 errored (no hardware verdict:
 # a tool or the environment failed, or the run could not go on), 4 untested (nothing judged, or an
@@ -64,21 +75,22 @@ def run(ctx: click.Context, suite: str | None, profile: str | None, output: Path
     (a tool, the environment or the harness failed: no hardware verdict), 4 untested (no check judged
     anything, or a check the profile expects was skipped), 130/143 interrupted.
     """
-    from harness.errors import UsageError
-    from harness.run import session as app
+    from harness.run import session as app  # start-up: the run's modules load only for `harness run`
 
     if ctx.get_parameter_source("keep") is click.core.ParameterSource.COMMANDLINE and not quiet:
         raise UsageError("--keep prunes --quiet runs; give it with --quiet")
     quiet = quiet and not dry_run  # --dry-run prints the plan either way
 
+    options = app.RunOptions(suite=suite, profile=profile, output=output, only=_ids(only), skip=_ids(skip),
+                             dry_run=dry_run, allow_destructive=allow_destructive,
+                             argv=("harness", *sys.argv[1:]), resume=resume, history=history,
+                             quiet=quiet, keep=keep)
+
     def launch() -> app.Finished:
-        return app.execute(suite=suite, profile=profile, output=output, only=_ids(only), skip=_ids(skip),
-                           dry_run=dry_run, allow_destructive=allow_destructive,
-                           argv=("harness", *sys.argv[1:]), resume=resume, history=history,
-                           quiet=quiet, keep=keep)
+        return app.execute(options=options)
 
     if quiet:
-        from harness.cli.quiet import run_quietly
+        from harness.cli.quiet import run_quietly  # start-up: only --quiet needs it
 
         sys.exit(run_quietly(launch))
     sys.exit(launch().code)
@@ -88,6 +100,7 @@ def run(ctx: click.Context, suite: str | None, profile: str | None, output: Path
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 def validate(files: tuple[Path, ...]) -> None:
     """Check suites and profiles; print every problem as FILE:LINE:COL: message."""
+    # start-up: check kinds and config load only for this command, not for `harness --help`
     from harness.checks.registry import kinds
     from harness.config import validate_paths
 
@@ -104,10 +117,11 @@ def validate(files: tuple[Path, ...]) -> None:
 def schema(which: str) -> None:
     """Print the JSON Schema of suites, profiles or results.json."""
     if which == "results":
-        from harness.results import json_schema as results_schema
+        from harness.results import json_schema as results_schema  # start-up: pydantic loads only here
 
         doc = results_schema()
     else:
+        # start-up: check kinds and config load only for this command, not for `harness --help`
         from harness.checks.registry import kinds
         from harness.config import json_schema
 
@@ -119,6 +133,7 @@ def schema(which: str) -> None:
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def report(run_dir: Path) -> None:
     """Re-render report.html and junit.xml from RUN_DIR/results.json."""
+    # start-up: results and the report writers load only for this command, not for `harness --help`
     from harness import results
     from harness.report.outputs import write_reports
 
@@ -132,51 +147,17 @@ def report(run_dir: Path) -> None:
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 def parse(kind: str, file: Path) -> None:
     """Parse a saved tool output FILE with the KIND parser and print JSON."""
-    from harness.run.session import parse_file
+    from harness.run.session import parse_file  # start-up: the parsers load only for this command
 
     click.echo(json.dumps(parse_file(kind, file), indent=2))
 
 
-def _add_list_and_export_commands() -> None:
-    from harness.cli.export import export
-    from harness.cli.listing import list_cmd
-
-    cli.add_command(list_cmd)
-    cli.add_command(export)
-
-
-_add_list_and_export_commands()
-
-
-def _add_history_commands() -> None:
-    from harness.cli.history import baseline, compare, history
-
-    for command in (baseline, history, compare):
-        cli.add_command(command)
-
-
-_add_history_commands()
-
-
-def _add_audit_commands() -> None:
-    from harness.cli.audit import audit
-
-    cli.add_command(audit)
-
-
-_add_audit_commands()
-
-
-def _add_fleet_commands() -> None:
-    from harness.cli.fleet import fleet
-
-    cli.add_command(fleet)
-
-
-_add_fleet_commands()
+for command in (list_cmd, export, baseline, history, compare, audit, fleet):
+    cli.add_command(command)
 
 
 def _add_observe_command() -> None:
+    # start-up: cli.observe's own imports wait for the command; registering it costs nothing
     from harness.cli.observe import observe
 
     cli.add_command(observe)
@@ -187,13 +168,6 @@ _add_observe_command()
 
 def main() -> None:
     """Entry point: the one place where errors become exit codes."""
-    import atexit
-    import gc
-    import os
-    import traceback
-
-    from harness.errors import ConfigError, HarnessError, UsageError
-
     # At exit, CPython sweeps every object still alive for reference cycles (~0.1 s after a run);
     # frozen, they are left to the OS. Nothing depends on that sweep: files and the history store
     # are closed explicitly, and atexit handlers (logging's flush) still run.

@@ -15,9 +15,10 @@ def _seconds(text: Optional[str], option: str) -> Optional[float]:
     """A duration as suites write them (90, 90s, 10m, 1h, 500ms), through the one parser."""
     if text is None:
         return None
+    # start-up: pydantic and config load only when a duration is given
     from pydantic import TypeAdapter, ValidationError
 
-    from harness.config.models import Seconds
+    from harness.config.numbers import Seconds
 
     try:
         return float(TypeAdapter(Seconds).validate_python(text))
@@ -57,7 +58,7 @@ def observe(duration: Optional[str], interval: str, pids: tuple[int, ...], outpu
     Watches the node, the processes given with --pid, or COMMAND (after --), which it starts and
     waits for, without adding load. Exit status: 0 observed, 2 bad arguments, 3 could not observe.
     """
-    from harness.run.observe import main
+    from harness.run.observe import main  # start-up: the observer loads only when the command runs
 
     d = _seconds(duration, "--duration")
     i = _seconds(interval, "--interval")

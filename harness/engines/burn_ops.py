@@ -59,7 +59,7 @@ def _sha(data: bytes) -> str:
 
 
 def _rel(got: Any, want: Any) -> float:
-    import numpy as np
+    import numpy as np  # start-up: optional (not a dependency), loaded only by the backends that use it
 
     got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
     return float(np.max(np.abs(got - want) / np.maximum(np.abs(want), 1e-30)))
@@ -71,7 +71,7 @@ class NumpyBackend:
     name = "numpy"
 
     def __init__(self, host_devices: int = 1) -> None:
-        import numpy
+        import numpy  # start-up: optional backend, imported only when chosen
 
         self.np, self.count = numpy, host_devices
 
@@ -106,7 +106,7 @@ class TorchBackend(NumpyBackend):
     name = "torch"
 
     def __init__(self) -> None:
-        import torch
+        import torch  # start-up: optional backend, imported only when chosen
 
         self.torch = torch
 
@@ -162,7 +162,7 @@ class CupyBackend(NumpyBackend):
     name = "cupy"
 
     def __init__(self) -> None:
-        import cupy
+        import cupy  # start-up: optional backend, imported only when chosen
 
         self.cp = cupy
 
@@ -170,7 +170,7 @@ class CupyBackend(NumpyBackend):
         return list(range(self.cp.cuda.runtime.getDeviceCount()))
 
     def setup(self, device: int, size: int, dtype: str) -> Ops:
-        import numpy as np
+        import numpy as np  # start-up: optional (cupy installs it), loaded only with the cupy backend
 
         cp = self.cp
         if dtype in ("bf16", "tf32"):

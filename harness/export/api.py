@@ -21,11 +21,12 @@ from harness.export import sources
 from harness.export.rows import columns
 from harness.export.sources import Source
 from harness.export.write import ANALYSIS_HINT
+from harness.history.store import open_store
 
 
 def _pandas() -> Any:
     try:
-        import pandas  # optional dependency, imported only by this module
+        import pandas  # start-up: optional ([analysis] extra), loaded only when a frame is made
     except ImportError as e:
         raise ToolMissing(f"harness.export.api needs pandas: {ANALYSIS_HINT}") from e
     return pandas
@@ -63,8 +64,6 @@ def load_fleet(fleet_dir: str | Path) -> Any:
 
 def load_history(store_path: str | Path, node: str | None = None) -> Any:
     """Every run in a history store, or one node's (hostname, serial or store id)."""
-    from harness.history.store import open_store
-
     path = Path(store_path)
     if not path.is_file():
         raise UsageError(f"no history store at {path}")

@@ -12,6 +12,7 @@ import json
 import math
 import os
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -53,7 +54,7 @@ def write_jsonl(source: Source, out: IO[str]) -> int:
 def arrow() -> Any:
     """pyarrow (with pyarrow.parquet loaded), or ToolMissing with the extra that installs it."""
     try:
-        import pyarrow  # optional: only Parquet needs it
+        import pyarrow  # start-up: optional ([analysis] extra), loaded only when Parquet is written
         import pyarrow.parquet  # the submodule is not loaded with pyarrow
     except ImportError as e:
         raise ToolMissing(f"Parquet needs pyarrow: {ANALYSIS_HINT}") from e
@@ -68,8 +69,6 @@ def arrow_schema(cols: Iterable[str]) -> Any:
 
 def arrow_batch(rows: list[Row], schema: Any) -> Any:
     """A record batch of rows; times parsed from ISO 8601 ('' is null)."""
-    from datetime import datetime
-
     pa = arrow()
     data: dict[str, list[Any]] = {c: [] for c in schema.names}
     for r in rows:

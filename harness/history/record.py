@@ -19,10 +19,11 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+from harness import results
 from harness.compare import status_of
 from harness.config.driftrules import DriftRule
 from harness.errors import HarnessError
-from harness.history.drift import VALID, RunPoint, SeriesKey, SourcedRule, collapse, reference
+from harness.history.drift import VALID, RunPoint, SeriesKey, SourcedRule, collapse, reference, selects
 from harness.history.drift import evaluate as evaluate_drift
 from harness.history.identity import NodeIdentity, changes, identity_of
 from harness.history.series import better_of, golive_of, suite_params
@@ -254,8 +255,6 @@ def snapshot_of(record: RunRecord, ident: NodeIdentity, node_id: int | None, row
 
 
 def _wanted(key: SeriesKey, rules: Sequence[SourcedRule]) -> tuple[int, str] | None:
-    from harness.history.drift import selects
-
     if any(selects(r.rule, key) for r in rules):
         return (-1, key.text())
     if key.metric in KEY_METRICS:
@@ -306,8 +305,6 @@ def _band(record: RunRecord, key: SeriesKey) -> tuple[float | None, float | None
 
 def import_runs(store: Store, run_dirs: Sequence[Path]) -> list[RunRow]:
     """Record existing run directories (results.json as written); returns the stored rows."""
-    from harness import results
-
     records = [(d, results.load(d)) for d in run_dirs]
     records.sort(key=lambda x: (x[1].started, x[1].run_id))  # oldest first: nodes resolve in order
     return [store.record(rec, d if d.is_dir() else d.parent) for d, rec in records]

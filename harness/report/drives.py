@@ -84,8 +84,12 @@ def _health(metrics: Sequence[Metric], ctrl: str) -> tuple[str, str, str]:
     return wear, spare_text, errors
 
 
+# Kind names as written in results.json: report/ reads records and may not import checks/ for NAME.
+FIO, NVME_HEALTH = "fio", "nvme_health"
+
+
 def _multi_fio(checks: Iterable[CheckResult]) -> list[CheckResult]:
-    return [c for c in checks if c.kind == "fio" and any("device" in m.labels for m in c.metrics)]
+    return [c for c in checks if c.kind == FIO and any("device" in m.labels for m in c.metrics)]
 
 
 def _worst(evs: Sequence[Evaluation]) -> str:
@@ -96,7 +100,7 @@ def _worst(evs: Sequence[Evaluation]) -> str:
 
 def drive_table(record: RunRecord) -> DriveTable | None:
     """The per-drive table of a run, or None when no check measured drives one by one."""
-    health = [c for c in record.checks if c.kind == "nvme_health"]
+    health = [c for c in record.checks if c.kind == NVME_HEALTH]
     fios = _multi_fio(record.checks)
     controllers: dict[str, Mapping[str, Any]] = {}
     owner: dict[str, CheckResult] = {}  # controller -> the nvme_health check that read it

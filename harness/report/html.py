@@ -32,7 +32,8 @@ from harness.report.fmt import (
     fmt_value,
 )
 from harness.report.gpu_table import gpu_table, holds
-from harness.report.power_svg import power_view
+from harness.report.observe_svg import observe_figure
+from harness.report.power_svg import POWER_HEADROOM, power_view
 from harness.report.telemetry_svg import telemetry_figure
 from harness.report.trends import history_view
 
@@ -159,10 +160,8 @@ def _check_view(i: int, c: CheckResult, run_dir: Path | None) -> CheckView:
                     if audit is None or k != "audit")
 
     power = None
-    if c.kind == "power_headroom":
+    if c.kind == POWER_HEADROOM:
         power = power_view(c, run_dir)
-    from harness.report.observe_svg import observe_figure
-
     return CheckView(f"check-{i}", c, tuple(_row(e, c.metrics) for e in evs), extra, runs,
                      details, audit, telemetry_figure(c, run_dir), power, gpus, observe_figure(c, run_dir))
 

@@ -11,15 +11,14 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
+
+from markupsafe import Markup
 
 from harness.fsutil import load_recorded
 from harness.model import CheckResult
 from harness.report.charts import COLOURS
 from harness.series.observed import Tick, Window, load
-
-if TYPE_CHECKING:
-    from markupsafe import Markup
 
 W, H = 720, 140
 LEFT, RIGHT, TOP, BOTTOM = 56, 12, 20, 24
@@ -159,6 +158,4 @@ def observe_figure(check: CheckResult, run_dir: Path | None) -> Markup | None:
                                            [str(d) for d in f.get("devices", [])]))))
     if not html:
         return None
-    from markupsafe import Markup
-
     return Markup(html)  # noqa: S704 - built from escaped parts only

@@ -25,6 +25,8 @@ from harness.series.power import PowerSeries, load
 
 W, H = 760, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 132, 18, 34
+# the kind's name as written in results.json: report/ may not import checks/ for its NAME
+POWER_HEADROOM = "power_headroom"
 MAX_POINTS = 500
 CAPACITY_COLOUR, EIGHTY_COLOUR, NODE_COLOUR, FAIL_COLOUR = "#cf222e", "#9a6700", "#1f2328", "#cf222e"
 
@@ -165,7 +167,7 @@ def _ok(v: Any) -> str:
 def power_view(check: CheckResult, run_dir: Optional[Path]) -> Optional[PowerView]:
     """The view of a power_headroom check, or None (another kind, or no readable series)."""
     series = load_recorded(run_dir, check.details.get("power"), load) \
-        if check.kind == "power_headroom" else None
+        if check.kind == POWER_HEADROOM else None
     if series is None:
         return None
     v = {m.name: m.value for m in check.metrics if not m.labels}

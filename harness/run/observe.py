@@ -8,8 +8,10 @@ command's process group is stopped first).
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,8 +105,6 @@ def observe(req: Request, *, root: Path = Path("/"), command_output: Any = None)
 
 
 def _sleep(timeout: float) -> bool:
-    import time
-
     time.sleep(timeout)
     return False
 
@@ -182,8 +182,6 @@ def main(pids: Sequence[int], command: Sequence[str], duration: Optional[float],
     if output is not None:
         write_outputs(output, window, diag)
     if as_json_:
-        import json
-
         print(json.dumps(as_json(window, diag), indent=2))
     else:
         print(as_text(window, diag))

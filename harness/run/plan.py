@@ -27,11 +27,17 @@ class PlannedCheck:
 
     check: ResolvedCheck[CheckKind]
     rules: tuple[Rule, ...]  # the profile's and the suite's
-    expected_by: str = ""  # see expected_by(): set when the profile expects a measurement from it
+    expecting: Rule | None = None  # see expecting(): the profile's rule that expects a measurement
 
     @property
     def id(self) -> str:
         return self.check.spec.id
+
+    @property
+    def expected_by(self) -> str:
+        """'profile P expects it: RULE' when the profile expects a measurement from it, else ''."""
+        r = self.expecting
+        return "" if r is None else f"profile {r.source} expects it: {_rule_text(r.expectation)}"
 
     @property
     def own_rules(self) -> tuple[OwnRule, ...]:
@@ -73,17 +79,21 @@ def hardware_rules(profile: Profile) -> list[Rule]:
     return out
 
 
-def expected_by(check_id: str, rules: Sequence[Rule], hardware: Sequence[Rule]) -> str:
-    """Why the profile expects a measurement from a check ('' when it does not): a rule of its
-    hardware block applies to the check, or one of its expectations names the check (`check: ID`);
+def expecting(check_id: str, rules: Sequence[Rule], hardware: Sequence[Rule]) -> Rule | None:
+    """The profile's rule that expects a measurement from a check (None when none does): a rule of
+    its hardware block applies to the check, or one of its expectations names the check (`check: ID`);
     `if_measured` rules never do. A rule that only names a metric applies wherever that metric is
     measured and expects nothing: skipping nvme-health on a node without NVMe is fine."""
     for r in rules:
         e = r.expectation
         if not e.if_measured and (r in hardware or e.check == check_id):
-            what = f"{e.metric}{{{join_labels(e.labels)}}}" if e.labels else e.metric
-            return f"profile {r.source} expects it: {what} {describe_band(*band(e), e.unit)}"
-    return ""
+            return r
+    return None
+
+
+def _rule_text(e: Expectation) -> str:
+    what = f"{e.metric}{{{join_labels(e.labels)}}}" if e.labels else e.metric
+    return f"{what} {describe_band(*band(e), e.unit)}"
 
 
 def build(suite: LoadedSuite[CheckKind], profile: LoadedProfile, only: Sequence[str] = (),
@@ -100,7 +110,7 @@ def build(suite: LoadedSuite[CheckKind], profile: LoadedProfile, only: Sequence[
             rc = replace(rc, params=params)
         names = rc.kind.metric_specs(rc.params).keys()
         rules = applicable(profile_rules, rc.spec.id, names)
-        expected = expected_by(rc.spec.id, rules, hardware_block)
+        expected = expecting(rc.spec.id, rules, hardware_block)
         rules += [Rule(e, f"suite {suite.suite.name}") for e in rc.spec.expect]
         plan.append(PlannedCheck(rc, tuple(rules), expected))
     return plan
@@ -188,6 +198,9 @@ def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profil
             extra.append("destructive")
         lines.append(f"{n}. {c.spec.id}  [{c.kind.name}]  timeout {c.timeout_s:g} s"
                      + (f"  {'  '.join(extra)}" if extra else ""))
+        if pc.expecting is not None:
+            lines.append(f"   expected by the profile: {_rule_text(pc.expecting.expectation)}  "
+                         f"[{pc.expecting.source}]; if it is skipped, the run is UNTESTED")
         try:
             commands = c.kind.plan(c.params, inventory)
         except Exception as e:

@@ -7,8 +7,14 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Protocol, TextIO
 
-from harness.model import CheckResult, RunRecord
+from harness.model import CheckResult, RunRecord, Status
 from harness.report.fmt import fmt_duration, fmt_status
+
+# Each status's colour on a terminal: recorded (measured, nothing judged) is not a pass, so not green.
+STATUS_COLOURS: dict[Status, str] = {
+    Status.PASSED: "green", Status.RECORDED: "blue", Status.WARNED: "yellow", Status.FAILED: "red",
+    Status.ERRORED: "magenta", Status.SKIPPED: "white", Status.NOT_RUN: "white",
+}
 
 
 class Progress(Protocol):
@@ -112,9 +118,9 @@ class RichProgress:
         self.current["note"] = text
 
     def check_finished(self, result: CheckResult) -> None:
-        colour = {"passed": "green", "warned": "yellow", "failed": "red", "errored": "magenta"}.get(
-            result.status.value, "white")
         from rich.text import Text  # start-up: rich loads only for a live display
+
+        colour = STATUS_COLOURS[result.status]
 
         self.last = _last_numbers(result)
         line = Text("  ")

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import gc
+import os
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from functools import partial
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,8 +19,6 @@ from harness.report.fmt import fmt_status
 DEFAULT_KEEP = 20  # quiet runs kept in an output directory (--keep)
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from harness.config import LoadedProfile, LoadedSuite
     from harness.model import CheckResult
     from harness.run.plan import PlannedCheck
@@ -33,30 +33,75 @@ class Finished:
     run_dir: Path | None = None
 
 
-def run(*, suite: str | None, profile: str | None, output: Path, only: Sequence[str] = (),
-        skip: Sequence[str] = (), dry_run: bool = False, allow_destructive: bool = False,
-        argv: tuple[str, ...] = (), inventory_probe: Callable[[], Mapping[str, Any]] | None = None,
-        resume: Path | None = None, history: str | Path | None = None, quiet: bool = False,
-        keep: int = DEFAULT_KEEP) -> int:
-    """`harness run` (or `harness run --resume RUN_DIR`): returns the exit code."""
-    return execute(suite=suite, profile=profile, output=output, only=only, skip=skip, dry_run=dry_run,
-                   allow_destructive=allow_destructive, argv=argv, inventory_probe=inventory_probe,
-                   resume=resume, history=history, quiet=quiet, keep=keep).code
+@dataclass(frozen=True)
+class RunOptions:
+    """What `harness run` was asked, as the CLI parsed it.
+
+    `history` is --history ('off', a path, or None for OUTPUT/history.sqlite); `quiet` prints
+    nothing and keeps the newest `keep` quiet runs in `output`; `resume` finishes RUN_DIR instead.
+    """
+
+    suite: str | None = None
+    profile: str | None = None
+    output: Path = Path("reports")
+    only: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
+    dry_run: bool = False
+    allow_destructive: bool = False
+    argv: tuple[str, ...] = ()
+    resume: Path | None = None
+    history: str | Path | None = None
+    quiet: bool = False
+    keep: int = DEFAULT_KEEP
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "only", tuple(self.only))  # a list given by a caller stays frozen
+        object.__setattr__(self, "skip", tuple(self.skip))
 
 
-def execute(*, suite: str | None, profile: str | None, output: Path, only: Sequence[str] = (),
-            skip: Sequence[str] = (), dry_run: bool = False, allow_destructive: bool = False,
-            argv: tuple[str, ...] = (), inventory_probe: Callable[[], Mapping[str, Any]] | None = None,
-            resume: Path | None = None, history: str | Path | None = None, quiet: bool = False,
-            keep: int = DEFAULT_KEEP) -> Finished:
-    """`run`, returning the record as written too. `history` is --history ('off', a path, or None
-    for the node's default store); `quiet` prints nothing and keeps the newest `keep` quiet runs."""
+@dataclass(frozen=True)
+class _Prepared:
+    """A run ready to start: its plan, config and inventory, and what a resumed run keeps."""
+
+    planned: tuple[PlannedCheck, ...]
+    loaded: LoadedSuite
+    prof: LoadedProfile
+    suite_info: Mapping[str, Any]
+    profile_info: Mapping[str, Any]
+    inventory: Mapping[str, Any]
+    output: Path
+    argv: tuple[str, ...]
+    run_dir: Path | None = None  # a resumed run's own directory
+    previous: Mapping[str, CheckResult] = field(default_factory=dict)
+    started: datetime | None = None
+    resumed: tuple[str, ...] = ()
+
+
+InventoryProbe = Callable[[], Mapping[str, Any]]
+
+
+def _options(options: RunOptions | None, fields: Mapping[str, Any]) -> RunOptions:
+    return replace(options, **fields) if options is not None else RunOptions(**fields)
+
+
+def run(options: RunOptions | None = None, *, inventory_probe: InventoryProbe | None = None,
+        **fields: Any) -> int:
+    """`harness run` (or `harness run --resume RUN_DIR`): returns the exit code.
+
+    `fields` set RunOptions' fields by name (over `options`, if given); `inventory_probe` replaces
+    the machine's inventory (tests).
+    """
+    return execute(_options(options, fields), inventory_probe=inventory_probe).code
+
+
+def execute(options: RunOptions | None = None, *, inventory_probe: InventoryProbe | None = None,
+            **fields: Any) -> Finished:
+    """`run`, returning the record as written too."""
+    opts = _options(options, fields)
     with _start_up():
-        launch = _plan_run(suite=suite, profile=profile, output=output, only=only, skip=skip,
-                           dry_run=dry_run, allow_destructive=allow_destructive, argv=argv,
-                           inventory_probe=inventory_probe, resume=resume)
+        prepared = _prepare(opts, inventory_probe)
     try:
-        return launch(history=history, quiet=quiet, keep=keep)
+        return Finished(0) if prepared is None else _launch(prepared, opts)
     finally:
         gc.unfreeze()  # for callers that go on (tests); the CLI exits here
 
@@ -80,11 +125,9 @@ def _start_up() -> Iterator[None]:
         gc.enable()
 
 
-def _plan_run(*, suite: str | None, profile: str | None, output: Path, only: Sequence[str],
-              skip: Sequence[str], dry_run: bool, allow_destructive: bool, argv: tuple[str, ...],
-              inventory_probe: Callable[[], Mapping[str, Any]] | None,
-              resume: Path | None) -> Callable[..., Finished]:
-    """Load, check and plan the run (or the resumed one); returns what then runs it."""
+def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepared | None:
+    """Load, check and plan the run (or the resumed one); None after printing a --dry-run plan."""
+    # start-up: `harness parse` imports parse_file from here without config, checks and the run
     from harness import config
     from harness.checks.registry import kinds
     from harness.history.series import params_digest
@@ -92,28 +135,28 @@ def _plan_run(*, suite: str | None, profile: str | None, output: Path, only: Seq
     from harness.run import plan
     from harness.run.resume import digest
 
-    if resume is not None:
-        given = [n for n, v in (("SUITE", suite), ("--profile", profile), ("--only", only),
-                                ("--skip", skip), ("--dry-run", dry_run)) if v]
+    if opts.resume is not None:
+        given = [n for n, v in (("SUITE", opts.suite), ("--profile", opts.profile), ("--only", opts.only),
+                                ("--skip", opts.skip), ("--dry-run", opts.dry_run)) if v]
         if given:
             raise UsageError(f"--resume takes the suite, profile and checks from RUN_DIR/results.json; "
                              f"drop {', '.join(given)}")
-        return _resume(resume, allow_destructive, inventory_probe)
-    loaded = config.load_suite(config.find_suite(suite or "smoke"), kinds())
-    checks = plan.select_checks(loaded, only, skip)  # argument errors before any work
+        return _resume(opts.resume, inventory_probe)
+    loaded = config.load_suite(config.find_suite(opts.suite or "smoke"), kinds())
+    checks = plan.select_checks(loaded, opts.only, opts.skip)  # argument errors before any work
     inventory = dict(inventory_probe() if inventory_probe else sysinfo.collect())
-    if profile:
-        prof = config.load_profile(profile)
+    if opts.profile:
+        prof = config.load_profile(opts.profile)
         reason = "given with --profile"
     else:
         candidates = [config.load_profile(p) for p in config.list_profiles()]
         name, reason = plan.select_profile(inventory, candidates)
         prof = next((c for c in candidates if c.profile.name == name), None) or config.load_profile(name)
-    planned = plan.build(loaded, prof, only, skip)
+    planned = plan.build(loaded, prof, opts.only, opts.skip)
     assert len(planned) == len(checks)
-    if dry_run:
-        print(plan.render_dry_run(loaded, prof, reason, planned, inventory, allow_destructive))
-        return lambda **_: Finished(0)
+    if opts.dry_run:
+        print(plan.render_dry_run(loaded, prof, reason, planned, inventory, opts.allow_destructive))
+        return None
     suite_info = {"name": loaded.suite.name, "path": str(loaded.path),
                   "description": loaded.suite.description, "digest": digest(loaded.suite),
                   "file": str(loaded.path.resolve()), "selected": [pc.id for pc in planned],
@@ -124,8 +167,8 @@ def _plan_run(*, suite: str | None, profile: str | None, output: Path, only: Seq
     profile_info = {"name": prof.profile.name, "path": str(prof.path), "reason": reason,
                     "chain": list(prof.chain), "digest": digest(prof.profile),
                     "file": str(prof.path.resolve())}
-    return partial(_launch, planned, loaded, prof, suite_info, profile_info, inventory, output=output,
-                   run_dir=None, allow_destructive=allow_destructive, argv=argv)
+    return _Prepared(tuple(planned), loaded, prof, suite_info, profile_info, inventory,
+                     output=opts.output, argv=opts.argv)
 
 
 def declared_directions(planned: Sequence[PlannedCheck]) -> dict[str, dict[str, str]]:
@@ -140,11 +183,9 @@ def declared_directions(planned: Sequence[PlannedCheck]) -> dict[str, dict[str, 
     return out
 
 
-def _resume(run_dir: Path, allow_destructive: bool,
-            inventory_probe: Callable[[], Mapping[str, Any]] | None) -> Callable[..., Finished]:
+def _resume(run_dir: Path, inventory_probe: InventoryProbe | None) -> _Prepared:
     """Finish RUN_DIR: same suite, profile and checks; finished checks are kept."""
-    from datetime import datetime
-
+    # start-up: `harness parse` imports parse_file from here without the platform and the run
     from harness.platform import sysinfo
     from harness.run import plan, resume
     from harness.run.runner import iso, utcnow
@@ -157,23 +198,14 @@ def _resume(run_dir: Path, allow_destructive: bool,
                          "resume it on its own node")
     planned = plan.build(r.suite, r.profile, r.selected)
     started = datetime.fromisoformat(r.record.started.replace("Z", "+00:00"))
-    return partial(_launch, planned, r.suite, r.profile, dict(r.record.suite), dict(r.record.profile),
-                   inventory, output=run_dir.parent, run_dir=run_dir,
-                   allow_destructive=allow_destructive, argv=r.record.argv, previous=r.finished,
-                   started=started, resumed=(*r.record.resumed, iso(utcnow())))
+    return _Prepared(tuple(planned), r.suite, r.profile, dict(r.record.suite), dict(r.record.profile),
+                     inventory, output=run_dir.parent, argv=r.record.argv, run_dir=run_dir,
+                     previous=r.finished, started=started, resumed=(*r.record.resumed, iso(utcnow())))
 
 
-def _launch(planned: Sequence[PlannedCheck], loaded: LoadedSuite, prof: LoadedProfile,
-            suite_info: Mapping[str, Any], profile_info: Mapping[str, Any],
-            inventory: Mapping[str, Any], *, output: Path, run_dir: Path | None,
-            allow_destructive: bool, argv: tuple[str, ...],
-            previous: Mapping[str, CheckResult] | None = None, started: datetime | None = None,
-            resumed: tuple[str, ...] = (), history: str | Path | None = None, quiet: bool = False,
-            keep: int = DEFAULT_KEEP) -> Finished:
+def _launch(p: _Prepared, opts: RunOptions) -> Finished:
     """Take the node's run lock, clean up after a crashed run, run the plan, print the verdict."""
-    import os
-    import sys
-
+    # start-up: `harness parse` imports parse_file from here without history, the lock and the runner
     from harness.history import record as hist
     from harness.platform import ledger
     from harness.platform.runlock import RunLock
@@ -181,7 +213,7 @@ def _launch(planned: Sequence[PlannedCheck], loaded: LoadedSuite, prof: LoadedPr
     from harness.run.finish import errors_of
     from harness.run.runner import RunContext, Runner, exit_code, iso, make_run_dir, utcnow
 
-    previous = previous or {}
+    output, planned, prof, run_dir = p.output, p.planned, p.prof, p.run_dir
     os.umask(os.umask(0o022) | 0o022)  # nothing the run writes is group- or world-writable
     # read-only runs (a Slurm prolog) share the lock; one loading check makes it exclusive
     with RunLock(shared=not any(pc.check.kind.loads(pc.check.params) for pc in planned)) as lock:
@@ -190,36 +222,36 @@ def _launch(planned: Sequence[PlannedCheck], loaded: LoadedSuite, prof: LoadedPr
         if crashed is not None and crashed.run_dir:
             notes += ledger.reap_stale(Path(crashed.run_dir), busy_ok=True)
         if run_dir is None:
-            run_dir = make_run_dir(output, str(inventory.get("host", {}).get("hostname") or "host"))
-            if quiet:
+            run_dir = make_run_dir(output, str(p.inventory.get("host", {}).get("hostname") or "host"))
+            if opts.quiet:
                 retention.mark(run_dir)
         else:
             notes += ledger.reap_stale(run_dir)
-            resume.clear_partial(run_dir, [pc.id for pc in planned if pc.id not in previous])
+            resume.clear_partial(run_dir, [pc.id for pc in planned if pc.id not in p.previous])
         lock.set_run_dir(run_dir)
         for n in notes:
             print(f"note: {n}", file=sys.stderr)
         ctx = RunContext(
-            run_dir=run_dir, suite_info=suite_info, profile_info=profile_info, inventory=inventory,
+            run_dir=run_dir, suite_info=p.suite_info, profile_info=p.profile_info, inventory=p.inventory,
             gpu_expectation=plan.gpu_expectation_text(prof.profile),
-            allow_destructive=allow_destructive, argv=argv,
+            allow_destructive=opts.allow_destructive, argv=p.argv,
             progress=progress.choose(),
-            previous=previous, started=started, resumed=resumed, notes=tuple(notes),
+            previous=p.previous, started=p.started, resumed=p.resumed, notes=tuple(notes),
             hardware=prof.profile.hardware.model_dump(),
             config=tuple((r, prof.profile.name) for r in prof.profile.config),
-            history=hist.RunHistory(hist.store_path(output, history),
-                                    hist.rules_of(loaded.suite, prof.profile)),
+            history=hist.RunHistory(hist.store_path(output, opts.history),
+                                    hist.rules_of(p.loaded.suite, prof.profile)),
         )
         runner = Runner(list(planned), ctx)
         with runner.signals():  # to the end: a late signal cannot make the exit code disagree
             record = runner.run()
-            if quiet:
-                for warning in retention.prune(output, keep, current=run_dir):
+            if opts.quiet:
+                for warning in retention.prune(output, opts.keep, current=run_dir):
                     print(f"warning: {warning}", file=sys.stderr)
             for err in errors_of(record):
                 print(f"error: {err.replace('harness.log', str(run_dir / 'harness.log'))}",
                       file=sys.stderr)
-            if not quiet:
+            if not opts.quiet:
                 print("\n".join(summary(record, run_dir)))
             return Finished(exit_code(record, runner.signum), record, run_dir)
 
@@ -242,11 +274,11 @@ def summary(record: RunRecord, run_dir: Path) -> list[str]:
 
 def parse_file(kind: str, file: Path) -> dict[str, Any]:
     """`harness parse KIND FILE` as a dict."""
-    from harness.parsers.registry import parsers
+    from harness.parsers.registry import parsers  # start-up: the parsers load only for `harness parse`
 
     table = parsers()
     if kind not in table:
-        import difflib
+        import difflib  # start-up: only when the kind is unknown
 
         near = difflib.get_close_matches(kind, table, n=1)
         hint = f" (did you mean '{near[0]}'?)" if near else ""

@@ -22,7 +22,7 @@ from typing import Any, Optional
 from harness.model import BmcReading, Finding, Outcome
 from harness.units import COUNT
 
-SOURCE = "power_headroom"
+SOURCE = "power_headroom"  # the power_headroom kind's name (series may not import checks/ for NAME)
 PHASES = ("before", "load", "cooldown")
 _SPLIT = re.compile(r"^(\d+)\+(\d+)$")
 _N_PLUS = re.compile(r"^N\+(\d+)$")

@@ -55,7 +55,7 @@ def test_failed_expectation_rejects_with_exit_1(tmp_path: Path, quick):
     r = harness("run", str(suite), "--profile", str(profile), "--output", str(out))
     assert r.returncode == 1, r.stderr
     assert "REJECTED" in r.stdout and "FAILED fio" in r.stdout
-    assert "expected >= 1e+12 IOPS" in r.stdout
+    assert "expected >= 1,000,000,000,000 IOPS" in r.stdout  # one formatter: no scientific notation
     (run_dir,) = run_dirs(out)
     suite_el = ET.parse(run_dir / "junit.xml").getroot().find("testsuite")
     assert suite_el.get("failures") == "1"

@@ -6,19 +6,17 @@ across tools) and from arbitrary text, which is where parsers meet what they did
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from samples import real_samples
 
 from harness.parsers.registry import parsers
 
-DATA = Path(__file__).parents[1] / "data"
 KINDS = ("nccl", "perftest", "ibstat", "ibv-devinfo", "nvbandwidth", "cuda-bandwidthtest", "p2p",
          "nvidia-smi-topo", "perfquery", "ethtool-stats")
 DIRS = ("nccl-tests", "perftest", "ibports", "nvbandwidth", "cuda-samples", "nvidia-smi-topo", "ibcounters",
         "ethtool")
-LINES = sorted({ln for d in DIRS for p in (DATA / d).iterdir() if p.name != "SOURCES.md"
+LINES = sorted({ln for d in DIRS for p in real_samples(d)
                 for ln in p.read_text().splitlines()})
 real_lines = st.lists(st.sampled_from(LINES), max_size=60).map("\n".join)
 mangled = st.tuples(real_lines, st.integers(0, 4000), st.text(max_size=40)).map(

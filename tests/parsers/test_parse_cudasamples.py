@@ -6,12 +6,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from samples import covers, real_samples
 
 from harness.parsers import cudasamples
 from harness.parsers.registry import parsers
 
 DATA = Path(__file__).parents[1] / "data" / "cuda-samples"
-SAMPLES = sorted(p for p in DATA.iterdir() if p.name != "SOURCES.md")
+SAMPLES = real_samples("cuda-samples")
 OLD_MB = 1024 * 1000 / 1e9  # old samples' "MB/s": 1024 * bytes / (ms * 2^20) = 1,024,000 B/s
 
 # bandwidthTest: (metric, memory, size, (gpu, N) or (devices, N) for a --device=all aggregate) -> GB/s
@@ -57,8 +58,7 @@ P2P: dict[str, dict] = {
 }
 
 
-def test_every_sample_has_expectations():
-    assert {p.name for p in SAMPLES} == set(BANDWIDTH) | set(P2P)
+test_every_sample_has_expectations = covers(SAMPLES, BANDWIDTH, P2P)
 
 
 @pytest.mark.parametrize("name", sorted(BANDWIDTH))

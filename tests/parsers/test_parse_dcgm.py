@@ -7,6 +7,7 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from samples import covers, real_samples
 
 from harness.parsers import dcgm
 from harness.parsers.registry import parsers
@@ -22,15 +23,15 @@ def results(name: str) -> tuple[dcgm.ParseResult, dict[tuple[str, int | None], f
     return r, {(m.labels["test"], m.labels.get("gpu")): m.value for m in r.metrics}
 
 
-def test_every_sample_is_covered_here():
-    assert {p.name for p in DATA.iterdir()} - {"SOURCES.md"} == {
-        "diag_r2_json_tesla_t4.json", "diag_r3_json_tesla_t4.json",
-        "diag_r3_table_2x_rtx_pro_6000_blackwell_skips_doubled.txt",
-        "diag_r3_table_dcgm4.0_4gpu_per_gpu_rows_nvidia_docs.txt",
-        "diag_r4_json_dcgm4_fragment_8gpu_diagnostic_test_info_truncation.txt",
-        "diag_r4_table_rtx2060s_persistence_fail_memtest_pass.txt",
-        "diag_r3_table_dcgm3.3.9_4x_a10g_targeted_power_fail_gpu1_continuation_row.txt",
-        "diag_r2_table_FRAGMENT_8gpu_gpu_memory_fail_gpu0_thermal_ml_engineering.txt"}
+test_every_sample_is_covered_here = covers(real_samples("dcgmi"), {
+    "diag_r2_json_tesla_t4.json", "diag_r3_json_tesla_t4.json",
+    "diag_r3_table_2x_rtx_pro_6000_blackwell_skips_doubled.txt",
+    "diag_r3_table_dcgm4.0_4gpu_per_gpu_rows_nvidia_docs.txt",
+    "diag_r4_json_dcgm4_fragment_8gpu_diagnostic_test_info_truncation.txt",
+    "diag_r4_table_rtx2060s_persistence_fail_memtest_pass.txt",
+    "diag_r3_table_dcgm3.3.9_4x_a10g_targeted_power_fail_gpu1_continuation_row.txt",
+    "diag_r2_table_FRAGMENT_8gpu_gpu_memory_fail_gpu0_thermal_ml_engineering.txt",
+})
 
 
 def test_dcgm3_json_level3_all_pass_eud_skipped():

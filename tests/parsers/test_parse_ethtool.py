@@ -6,12 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from samples import covers, real_samples
 
 from harness.parsers import ethtool
 from harness.parsers.registry import parsers
 
 DATA = Path(__file__).parents[1] / "data" / "ethtool"
-SAMPLES = sorted(p for p in DATA.iterdir() if p.name != "SOURCES.md")
+SAMPLES = real_samples("ethtool")
 
 # Per file: number of counters, the error counters (net.port_errors) with chosen values, their count,
 # and counters that are in details but must not be error metrics (per queue, per priority, XDP verdicts).
@@ -43,8 +44,7 @@ EXPECTED: dict[str, dict] = {
 }
 
 
-def test_every_sample_has_expectations():
-    assert {p.name for p in SAMPLES} == set(EXPECTED)
+test_every_sample_has_expectations = covers(SAMPLES, EXPECTED)
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)

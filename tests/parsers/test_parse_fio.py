@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from samples import covers, real_samples
 
 from harness.parsers import fio
 from harness.parsers.registry import parsers
 
 DATA = Path(__file__).parents[1] / "data" / "fio"
-SAMPLES = sorted(p for p in DATA.iterdir() if p.name != "SOURCES.md")
+SAMPLES = real_samples("fio")
 
 # Per file: valid, problems (substrings), and exact values by (metric, job, rw), computed by
 # hand from the JSON: bw_bytes / 1e9 -> GB/s, clat_ns / 1000 -> us. None = must be absent.
@@ -120,8 +121,7 @@ def find(result, name, job, rw):
     return found[0] if found else None
 
 
-def test_every_sample_has_expectations():
-    assert {p.name for p in SAMPLES} == set(EXPECTED)
+test_every_sample_has_expectations = covers(SAMPLES, EXPECTED)
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from samples import covers, sample_names
 
 from harness.parsers import gpuburn
 from harness.parsers.registry import parsers
 
 DATA = Path(__file__).parents[1] / "data" / "gpu-burn"
-SAMPLES = sorted(p.name for p in DATA.iterdir() if p.name != "SOURCES.md")
+SAMPLES = sample_names("gpu-burn")
 WRAPPED = 2**32 - 524288000  # "-524288000" is gpu_burn's 32-bit error counter wrapped
 
 
@@ -28,15 +29,14 @@ def parse(name: str):
     return gpuburn.parse((DATA / name).read_text())
 
 
-def test_every_sample_is_covered_here():
-    assert set(SAMPLES) == {
-        "gpu_burn_16gpu_all_FAULTY_negative_error_counts_tail.txt",
-        "gpu_burn_8x_titan_rtx_no_cuda_devices_crash.txt",
-        "gpu_burn_k80_2gpu_doubles_ok_interleaved_child_output.txt",
-        "gpu_burn_rtx_a2000_1gpu_no_progress_lines_but_OK.txt",
-        "gpu_burn_rtx_a500_1gpu_no_final_verdict.txt",
-        "gpu_burn_t4_init_error_DIED_no_clients_alive.txt",
-    }
+test_every_sample_is_covered_here = covers(SAMPLES, {
+    "gpu_burn_16gpu_all_FAULTY_negative_error_counts_tail.txt",
+    "gpu_burn_8x_titan_rtx_no_cuda_devices_crash.txt",
+    "gpu_burn_k80_2gpu_doubles_ok_interleaved_child_output.txt",
+    "gpu_burn_rtx_a2000_1gpu_no_progress_lines_but_OK.txt",
+    "gpu_burn_rtx_a500_1gpu_no_final_verdict.txt",
+    "gpu_burn_t4_init_error_DIED_no_clients_alive.txt",
+})
 
 
 def test_k80_two_gpus_ok_with_child_output_interleaved():

@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from samples import covers, real_samples
 
 from harness.parsers import iperf3
 from harness.parsers.registry import parsers
 
 DATA = Path(__file__).parents[1] / "data" / "iperf3"
-SAMPLES = sorted(p for p in DATA.iterdir() if p.name != "SOURCES.md")
+SAMPLES = real_samples("iperf3")
 FWD, REV = "forward", "reverse"
 
 # file -> (valid, problems, {(metric, side or None): value}, selected details)
@@ -45,8 +46,7 @@ EXPECTED: dict[str, tuple[bool, tuple[str, ...], dict, dict]] = {
 }
 
 
-def test_every_sample_has_expectations():
-    assert {p.name for p in SAMPLES} == set(EXPECTED)
+test_every_sample_has_expectations = covers(SAMPLES, EXPECTED)
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from samples import covers, sample_names
 
 from harness.parsers import mdstat
 from harness.parsers.registry import parsers
 
 DATA = Path(__file__).parents[1] / "data" / "mdstat"
-SAMPLES = sorted(p.name for p in DATA.iterdir() if p.name != "SOURCES.md")
+SAMPLES = sample_names("mdstat")
 
 EXPECTED: dict[str, dict[str, tuple]] = {
     "node_exporter-issue500-gce-nvme-raid0.txt": {
@@ -46,8 +47,7 @@ EXPECTED: dict[str, dict[str, tuple]] = {
 }
 
 
-def test_every_sample_has_expectations():
-    assert set(SAMPLES) == set(EXPECTED)
+test_every_sample_has_expectations = covers(SAMPLES, EXPECTED)
 
 
 def _by_array(r):

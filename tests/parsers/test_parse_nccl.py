@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from samples import covers, real_samples
 
 from harness.parsers import nccl
 from harness.parsers.registry import parsers
 
 DATA = Path(__file__).parents[1] / "data" / "nccl-tests"
-SAMPLES = sorted(p for p in DATA.iterdir() if p.name != "SOURCES.md")
+SAMPLES = real_samples("nccl-tests")
 OOP, IP = "out-of-place", "in-place"
 
 # Per file: validity, problems (substrings), metric count, ops, details, and exact values by
@@ -138,8 +139,7 @@ def find(result, name, op, size, placement):
     return found[0] if found else None
 
 
-def test_every_sample_has_expectations():
-    assert {p.name for p in SAMPLES} == set(EXPECTED)
+test_every_sample_has_expectations = covers(SAMPLES, EXPECTED)
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)

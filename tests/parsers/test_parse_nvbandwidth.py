@@ -6,12 +6,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from samples import covers, real_samples
 
 from harness.parsers import nvbandwidth as nvb
 from harness.parsers.registry import parsers
 
 DATA = Path(__file__).parents[1] / "data" / "nvbandwidth"
-SAMPLES = sorted(p for p in DATA.iterdir() if p.name != "SOURCES.md")
+SAMPLES = real_samples("nvbandwidth")
 B300 = "nvbandwidth_v0.10.0_7x_b300_default_all_tests_partial_bidirectional_read1_read2_total.txt"
 H100_READ = "nvbandwidth_v0.10.0_8x_h100_d2d_memcpy_read_ce.txt"
 H2D, D2H = "host_to_device_memcpy_ce", "device_to_host_memcpy_ce"
@@ -103,8 +104,7 @@ def find(result, name, test, src, dst, part):
     return found[0] if found else None
 
 
-def test_every_sample_has_expectations():
-    assert {p.name for p in SAMPLES} == set(EXPECTED)
+test_every_sample_has_expectations = covers(SAMPLES, EXPECTED)
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from samples import covers, sample_names
 
 from harness.parsers import nvme
 from harness.parsers.registry import parsers
 
 DATA = Path(__file__).parents[1] / "data" / "nvme-smart"
-SAMPLES = sorted(p.name for p in DATA.iterdir() if p.name != "SOURCES.md")
+SAMPLES = sample_names("nvme-smart")
 UNITS = {"nvme.critical_warning": "count", "nvme.temperature": "C", "nvme.available_spare": "%",
          "nvme.available_spare_threshold": "%", "nvme.spare_margin": "%",
          "nvme.percentage_used": "%", "nvme.power_on_hours": "count",
@@ -65,8 +66,7 @@ EXPECTED: dict[str, dict] = {
 }
 
 
-def test_every_sample_has_expectations():
-    assert set(SAMPLES) == set(EXPECTED)
+test_every_sample_has_expectations = covers(SAMPLES, EXPECTED)
 
 
 @pytest.mark.parametrize("name", SAMPLES)

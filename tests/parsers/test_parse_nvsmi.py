@@ -7,13 +7,14 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from samples import sample_names
 
 from harness.parsers import clockreasons, nvsmi, nvsmi_csv
 from harness.parsers.registry import parsers
 
 DATA = Path(__file__).parents[1] / "data" / "nvidia-smi"
-Q_FILES = sorted(p.name for p in DATA.iterdir() if p.name.startswith("nvidia-smi_-q"))
-CSV_FILES = sorted(p.name for p in DATA.iterdir() if p.suffix == ".csv")
+Q_FILES = sample_names("nvidia-smi", "nvidia-smi_-q*")
+CSV_FILES = sample_names("nvidia-smi", "*.csv")
 IDLE_ONLY = {r: float(r == "idle") for r in clockreasons.BITS}
 
 

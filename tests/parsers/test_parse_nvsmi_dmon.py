@@ -9,13 +9,14 @@ import pytest
 from clihelp import harness
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from samples import covers, sample_names
 
 from harness.catalog import METRICS
 from harness.parsers import nvsmi_dmon
 from harness.parsers.registry import parsers
 
 DATA = Path(__file__).parents[1] / "data" / "nvidia-smi"
-DMON = sorted(p.name for p in DATA.glob("dmon_*.txt"))
+DMON = sample_names("nvidia-smi", "dmon_*.txt")
 RAMP = "dmon_default_1x_load_ramp_morpheus.txt"
 PT = "dmon_-s_pt_2x_rtx_pro_6000_blackwell.txt"
 TD = "dmon_-s_mutc_-o_TD_1x_a10_date_time_blank_line.txt"
@@ -36,8 +37,7 @@ EXPECT = {
 }
 
 
-def test_every_sample_has_expectations():
-    assert sorted(EXPECT) == DMON
+test_every_sample_has_expectations = covers(DMON, EXPECT)
 
 
 @pytest.mark.parametrize("name", DMON)

@@ -9,13 +9,14 @@ import pytest
 from clihelp import harness
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from samples import covers, sample_names
 
 from harness.catalog import METRICS
 from harness.parsers import nvsmi_table
 from harness.parsers.registry import parsers
 
 DATA = Path(__file__).parents[1] / "data" / "nvidia-smi"
-TABLES = sorted(p.name for p in DATA.glob("nvidia-smi_default_table_*.txt"))
+TABLES = sample_names("nvidia-smi", "nvidia-smi_default_table_*.txt")
 MIB = 2**20
 H200 = "nvidia-smi_default_table_h200_550.90.12.txt"
 LOADED = "nvidia-smi_default_table_rtx_2080ti_440.33.01_two_row_layout_loaded.txt"
@@ -62,8 +63,7 @@ EXPECT = {
 }
 
 
-def test_every_sample_has_expectations():
-    assert sorted(EXPECT) == TABLES and len(TABLES) == 7
+test_every_sample_has_expectations = covers(TABLES, EXPECT)
 
 
 @pytest.mark.parametrize("name", TABLES)

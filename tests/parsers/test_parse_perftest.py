@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from samples import covers, real_samples
 
 from harness.parsers import perftest
 from harness.parsers.registry import parsers
 
 DATA = Path(__file__).parents[1] / "data" / "perftest"
-SAMPLES = sorted(p for p in DATA.iterdir() if p.name != "SOURCES.md")
+SAMPLES = real_samples("perftest")
 MIB = 1024 * 1024
 
 # Exact values from the files: MB/sec is 2^20 B/s (perftest's format_factor 0x100000), Gb/sec is
@@ -57,8 +58,7 @@ EXPECTED: dict[str, dict] = {
 }
 
 
-def test_every_sample_has_expectations():
-    assert {p.name for p in SAMPLES} == set(EXPECTED)
+test_every_sample_has_expectations = covers(SAMPLES, EXPECTED)
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)

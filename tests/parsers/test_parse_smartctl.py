@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from samples import covers, sample_names
 
 from harness.parsers import smartctl
 from harness.parsers.registry import parsers
 
 DATA = Path(__file__).parents[1] / "data" / "smartctl"
-SAMPLES = sorted(p.name for p in DATA.iterdir() if p.name != "SOURCES.md")
+SAMPLES = sample_names("smartctl")
 U = 512_000
 
 EXPECTED: dict[str, dict] = {
@@ -122,8 +123,7 @@ EXPECTED: dict[str, dict] = {
 }
 
 
-def test_every_sample_has_expectations():
-    assert set(SAMPLES) == set(EXPECTED)
+test_every_sample_has_expectations = covers(SAMPLES, EXPECTED)
 
 
 @pytest.mark.parametrize("name", SAMPLES)

@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from samples import covers, real_samples
 
 from harness.parsers import topo
 from harness.parsers.registry import parsers
 
 DATA = Path(__file__).parents[1] / "data" / "nvidia-smi-topo"
-SAMPLES = sorted(p for p in DATA.iterdir() if p.name != "SOURCES.md")
+SAMPLES = real_samples("nvidia-smi-topo")
 A100 = "topo_-m_2x_a100_pcie_2x_mlx5_SYS_NODE_empty_affinity_tabs.txt"
 V100 = "topo_-m_4x_v100_power9_NV3_4x_mlx5_numa8_tabs.txt"
 RTX = "topo_-mp_2x_rtx_pro_6000_blackwell_PIX.txt"
@@ -53,8 +54,7 @@ EXPECTED: dict[str, dict] = {
 }
 
 
-def test_every_sample_has_expectations():
-    assert {p.name for p in SAMPLES} == set(EXPECTED)
+test_every_sample_has_expectations = covers(SAMPLES, EXPECTED)
 
 
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
