@@ -99,7 +99,7 @@ def test_unnumbered_driver_faults_fail_the_gpu_they_name_even_unseen(tmp_path: P
     install(monkeypatch, [FakeGpu(), FakeGpu()])
     fake_dmesg(tmp_path, monkeypatch,
                "nvsentinel_issue155_dmesg_fallen_off_bus_unnumbered_probe_failed.txt")
-    out = KIND.run(GpuHealthParams(), ctx(tmp_path, ["00000000:18:00.0", "00000000:28:00.0"]))
+    out = run_judged(KIND, GpuHealthParams(), ctx(tmp_path, ["00000000:18:00.0", "00000000:28:00.0"]))
     assert fails(out) == {
         ("gpu.driver_fault", "0000:b3:00"): "the GPU at PCI 0000:b3:00 (not visible to NVML) fell off the "
                                             "bus: 1 kernel-log message(s) without an XID number",
@@ -109,14 +109,14 @@ def test_unnumbered_driver_faults_fail_the_gpu_they_name_even_unseen(tmp_path: P
     inv = CheckContext("health", tmp_path, 60, False, False,
                        {"gpus": [{"index": 0, "pci_bus_id": "00000000:B3:00.0", "uuid": "GPU-b3"}]},
                        logging.getLogger("t"))
-    out = KIND.run(GpuHealthParams(), inv)
+    out = run_judged(KIND, GpuHealthParams(), inv)
     assert fails(out)[("gpu.driver_fault", 0)].startswith("GPU 0 (0000:b3:00, GPU-b3) fell off the bus")
 
 
 def test_repeated_init_failures_fail_their_gpu_once_with_the_count(tmp_path: Path, monkeypatch):
     install(monkeypatch, [FakeGpu()])
     fake_dmesg(tmp_path, monkeypatch, "gpu_operator_issue1146_syslog_rminitadapter_repeated.txt")
-    out = KIND.run(GpuHealthParams(), ctx(tmp_path, ["00000000:0A:00.0"]))
+    out = run_judged(KIND, GpuHealthParams(), ctx(tmp_path, ["00000000:0A:00.0"]))
     assert fails(out) == {("gpu.driver_fault", 0): "GPU 0 (0000:0a:00, no UUID) failed to initialise "
                           "(RmInitAdapter failed): 6 kernel-log message(s) without an XID number"}
 
@@ -173,7 +173,7 @@ def test_the_profile_sets_the_site_xid_policy_unless_the_suite_does(tmp_path: Pa
     assert "verdict: XIDs 13, 79 in the kernel log fail their GPU" in r.stdout
     assert "verdict: XIDs 48 in the kernel log fail their GPU" in r.stdout
     assert "verdict: NVML must see 8 GPUs [profile hardware.gpu.count]" in r.stdout
-    assert ("verdict: every GPU has at least 74.5 GiB (80.0 GB) [profile hardware.gpu.memory_min_bytes]"
+    assert ("verdict: every GPU has at least 74.5 GiB (80 GB) [profile hardware.gpu.memory_min_bytes]"
             in r.stdout)
     bad = write(tmp_path / "bad.yaml", "name: bad\nhardware: {gpu: {xid_critical: [13, 0]}}\n")
     r = harness("validate", str(bad))

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from fakenvml import GPU_IS_LOST, NO_PERMISSION, RESET_REQUIRED, FakeGpu, install
+from judging import run_judged
 
 from harness.checks.base import CheckContext
 from harness.checks.gpu_health import KIND, GpuHealthParams
@@ -41,7 +42,7 @@ def test_gpu_health_fails_the_gpu_it_cannot_open_and_judges_the_rest(tmp_path: P
     gpus[2].persistence = False
     install(monkeypatch, gpus)
     ctx = CheckContext("health", tmp_path, 60, False, False, {"gpus": []}, logging.getLogger("t"))
-    out = KIND.run(GpuHealthParams(xid_source="none"), ctx)
+    out = run_judged(KIND, GpuHealthParams(xid_source="none"), ctx)
     bad = {(e.metric, e.labels.get("gpu")): e.message for e in out.evaluations if e.outcome is Outcome.FAIL}
     assert bad == {("gpu.lost", 1): "GPU 1 does not answer NVML: NVML cannot open GPU 1: GPU is lost",
                    ("gpu.persistence_mode", 2): "GPU 2: persistence mode is off (nvidia-smi -pm 1)"}
