@@ -36,6 +36,7 @@ from harness.history.drift import VALID
 from harness.history.identity import identity_of
 from harness.history.series import better_of, is_declared
 from harness.model import Metric, RunRecord, join_labels
+from harness.numfmt import fmt_num
 from harness.units import BYTES, CELSIUS, COUNT, GBPS, IOPS, JOULE, MHZ, PERCENT, SECONDS, TFLOPS, US, WATT
 
 FLOORS = {GBPS: 0.05, IOPS: 0.05, TFLOPS: 0.05, MHZ: 0.05, US: 0.10, SECONDS: 0.10, CELSIUS: 0.10,
@@ -127,7 +128,7 @@ def expectation_for(check: str, metric: str, labels: dict[str, Any], unit: str, 
         base["labels"] = labels
     m = statistics.median(own)
     mad = statistics.median(abs(v - m) for v in own)
-    note = f"baseline: median of {len(own)} value(s) from {runs} run(s), MAD {mad:.4g}"
+    note = f"baseline: median of {len(own)} value(s) from {runs} run(s), MAD {fmt_num(mad, 4, trim=True)}"
     lo, hi = min(scope), max(scope)
     if better == "none":
         if unit != COUNT:
@@ -169,7 +170,7 @@ def tolerance(x: float) -> float | str:
 
 
 def _num(x: float) -> str:
-    return f"{x:,.6g}" if abs(x) < 1e15 else f"{x:.3e}"
+    return fmt_num(x, 6, trim=True)
 
 
 def _pct(x: float) -> str:
