@@ -182,7 +182,7 @@ def main() -> None:
     import os
     import traceback
 
-    from harness.errors import ConfigError, HarnessError, UsageError
+    from harness.errors import ConfigError, HarnessError, UsageError, printable
 
     # At exit, CPython sweeps every object still alive for reference cycles (~0.1 s after a run);
     # frozen, they are left to the OS. Nothing depends on that sweep: files and the history store
@@ -197,14 +197,14 @@ def main() -> None:
         e.show()
         sys.exit(EXIT_INVALID)
     except UsageError as e:
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"error: {printable(str(e))}", err=True)
         sys.exit(EXIT_INVALID)
     except ConfigError as e:
         for p in e.problems:
             click.echo(str(p), err=True)
         sys.exit(EXIT_INVALID)
     except HarnessError as e:
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"error: {printable(str(e))}", err=True)
         sys.exit(EXIT_ERRORED)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
@@ -212,7 +212,7 @@ def main() -> None:
     except Exception as e:  # a bug: one line and exit 3, never a hardware verdict (not SystemExit)
         if os.environ.get("HARNESS_DEBUG"):
             traceback.print_exc()
-        first = next(iter(str(e).splitlines()), "")
+        first = printable(next(iter(str(e).splitlines()), ""))
         click.echo(f"error: internal error: {type(e).__name__}: {first} (a bug in the harness; "
                    "HARNESS_DEBUG=1 prints the traceback)", err=True)
         sys.exit(EXIT_ERRORED)
