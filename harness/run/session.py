@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import ConfigError, ConfigProblem, UsageError
+from harness.errors import ConfigError, ConfigProblem, UsageError, printable
 from harness.model import RunRecord, join_labels
 
 DEFAULT_KEEP = 20  # quiet runs kept in an output directory (--keep)
@@ -180,7 +180,7 @@ def _launch(planned: Sequence[PlannedCheck], loaded: LoadedSuite, prof: LoadedPr
             resume.clear_partial(run_dir, [pc.id for pc in planned if pc.id not in previous])
         lock.set_run_dir(run_dir)
         for n in notes:
-            print(f"note: {n}", file=sys.stderr)
+            print(f"note: {printable(n)}", file=sys.stderr)
         ctx = RunContext(
             run_dir=run_dir, suite_info=suite_info, profile_info=profile_info, inventory=inventory,
             gpu_expectation=plan.gpu_expectation_text(prof.profile),
@@ -197,9 +197,9 @@ def _launch(planned: Sequence[PlannedCheck], loaded: LoadedSuite, prof: LoadedPr
             record = runner.run()
             if quiet:
                 for warning in retention.prune(output, keep, current=run_dir):
-                    print(f"warning: {warning}", file=sys.stderr)
+                    print(f"warning: {printable(warning)}", file=sys.stderr)
             for err in errors_of(record):
-                print(f"error: {err.replace('harness.log', str(run_dir / 'harness.log'))}",
+                print(f"error: {printable(err.replace('harness.log', str(run_dir / 'harness.log')))}",
                       file=sys.stderr)
             if not quiet:
                 print("\n".join(summary(record, run_dir)))
@@ -207,7 +207,8 @@ def _launch(planned: Sequence[PlannedCheck], loaded: LoadedSuite, prof: LoadedPr
 
 
 def summary(record: RunRecord, run_dir: Path) -> list[str]:
-    """The verdict, each failed or errored check with its failing rules, and the report's path."""
+    """The verdict, each failed or errored check with its failing rules, and the report's path; a
+    tool's text in them escaped (harness.errors.printable), so it cannot repaint the verdict line."""
     c = record.counts
     lines = [f"{record.verdict}: {c['passed']} passed, {c['recorded']} recorded, {c['warned']} warned, "
              f"{c['failed']} failed, {c['errored']} errored, {c['skipped']} skipped, {c['not_run']} not run"]
@@ -219,7 +220,7 @@ def summary(record: RunRecord, run_dir: Path) -> list[str]:
             for ev in chk.evaluations:
                 if ev.outcome.value in ("fail", "error"):
                     lines.append(f"    {ev.metric}{{{join_labels(ev.labels)}}}: {ev.message}")
-    return [*lines, f"report: {run_dir / 'report.html'}"]
+    return [printable(line) for line in (*lines, f"report: {run_dir / 'report.html'}")]
 
 
 PARSE_LIMIT = 64 * 1024 * 1024  # bytes `harness parse` reads at most (saved tool output is far smaller)
