@@ -6,8 +6,27 @@ them into exit codes in one place (cli.py); anything else is a bug and shows a t
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+
+def printable(text: str) -> str:
+    """`text` safe to print on a terminal: every character that is not printable (newline, ESC,
+    NUL, C1 controls, bidi overrides) escaped as \\n, \\xNN or \\uNNNN. Text from a tool or a run
+    file goes through this before it reaches a terminal, so it cannot move the cursor or repaint."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable():
+            out.append(ch)
+        elif ch in "\n\t\r":
+            out.append(repr(ch)[1:-1])
+        else:
+            n = ord(ch)
+            out.append(f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}")
+    return "".join(out)
 
 
 class HarnessError(Exception):
@@ -25,8 +44,8 @@ class ConfigProblem:
 
     def __str__(self) -> str:
         if not self.file:
-            return self.message
-        return f"{self.file}:{self.line}:{self.col}: {self.message}"
+            return printable(self.message)
+        return printable(f"{self.file}:{self.line}:{self.col}: {self.message}")
 
 
 class ConfigError(HarnessError):
@@ -37,6 +56,16 @@ class ConfigError(HarnessError):
             problems = [ConfigProblem("", 0, 0, problems)]
         self.problems: tuple[ConfigProblem, ...] = tuple(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class RecordError(ConfigError):
+    """A run file (results.json, checks/ID.json, a saved series) that holds a value it cannot: someone
+    edited it, or it is not the harness's. One line naming the file and the field (exit 2)."""
+
+    def __init__(self, path: str | os.PathLike[str], field: str, message: str, more: int = 0) -> None:
+        self.path, self.field = str(path), field
+        text = f"{path}: {field + ': ' if field else ''}{message}"
+        super().__init__([ConfigProblem("", 0, 0, text + (f" (and {more} more)" if more > 0 else ""))])
 
 
 class UsageError(ConfigError):

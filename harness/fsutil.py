@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from harness.errors import StorageError
+from harness.errors import RecordError, StorageError
 
 
 def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
@@ -78,7 +78,8 @@ T = TypeVar("T")
 
 def load_recorded(run_dir: Path | None, info: Any, load: Callable[[Path], T]) -> T | None:
     """`load` of the file a check's details record (info["file"], relative to the run directory
-    and inside it); None when nothing is recorded, it lies outside, or it is missing or broken."""
+    and inside it); None when nothing is recorded, it lies outside, or it is missing. A file that
+    is there but broken is an error naming it (RecordError from `load`, or this one: exit 2)."""
     if run_dir is None or not isinstance(info, Mapping) or not info.get("file"):
         return None
     path = inside(run_dir, str(info["file"]))
@@ -86,5 +87,7 @@ def load_recorded(run_dir: Path | None, info: Any, load: Callable[[Path], T]) ->
         return None
     try:
         return load(path)
-    except (OSError, ValueError, KeyError, TypeError):
+    except FileNotFoundError:
         return None
+    except OSError as e:
+        raise RecordError(path, "", f"cannot read: {why_not(e)}") from e

@@ -14,6 +14,8 @@ from harness.model import Metric
 from harness.parsers import extract
 from harness.units import SECONDS, UNITS
 
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
 
 class Extractor(Params):
     """One metric to pull out of the command's output."""
@@ -70,6 +72,29 @@ class CommandParams(Params):
     metrics: list[Extractor] = Field(default_factory=list)
     loads_node: bool = Field(True, description="false for a read-only command (df, a config "
                              "read): then it runs beside other read-only runs, e.g. in a prolog")
+
+    @field_validator("argv")
+    @classmethod
+    def _argv(cls, v: list[str]) -> list[str]:
+        if not v[0]:
+            raise ValueError("the program (argv[0]) is empty")
+        bad = next((i for i, a in enumerate(v) if "\0" in a), None)
+        if bad is not None:
+            raise ValueError(f"argv[{bad}] holds a NUL byte, which no argument can carry")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        """Names as a shell would take them (no '=', no NUL, not empty); values without NUL:
+        refused here (exit 2), not when the program starts (an internal error, exit 3)."""
+        for key, value in v.items():
+            if not ENV_NAME.fullmatch(key):
+                raise ValueError(f"environment variable name {key!r} is not one: use letters, digits "
+                                 "and '_', not starting with a digit")
+            if "\0" in value:
+                raise ValueError(f"environment variable {key}: the value holds a NUL byte")
+        return v
 
 
 def extract_metrics(params: CommandParams, stdout: str, stderr: str) -> tuple[list[Metric], list[str]]:

@@ -20,11 +20,10 @@ runs alongside, so the profile's `gpu.throttle_pct` limits (HW slowdown, power b
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -42,7 +41,7 @@ from harness.model import BmcReading, BmcSource, Metric
 from harness.numfmt import fmt_value
 from harness.parsers import burnlog
 from harness.parsers.base import last_line
-from harness.platform import nvml, proc
+from harness.platform import nvml, proc, scratch
 from harness.series import power as power_series
 from harness.series import psu as power
 from harness.series.telemetry import TelemetryParams
@@ -235,7 +234,7 @@ def run(params: PowerHeadroomParams, ctx: CheckContext) -> CheckOutput:
     budget = params.duration + SLACK_S
     if ctx.timeout_s is not None:
         budget = min(budget, ctx.timeout_s)
-    fio_tmp: list[str] = []
+    fio_tmp = ExitStack()  # the fio directories: scratch dirs, so the run's ledger records them
     sampler = _Sampler(bmc, nv, time.monotonic() + params.idle)
     group: Optional[LoadGroup] = None
     limits: tuple[nvml.GpuLimits, ...] = ()
@@ -260,8 +259,7 @@ def run(params: PowerHeadroomParams, ctx: CheckContext) -> CheckOutput:
             bmc.close()
         if nv is not None:
             nv.close()
-        for d in fio_tmp:
-            shutil.rmtree(d, ignore_errors=True)
+        fio_tmp.close()
         sampler.series = power_series.build(sampler.samples, params.period, allowance_w=allowance,
                                             capacity_w=policy.capacity_w if policy else None,
                                             source=bmc.describe() if bmc else "estimated")
@@ -275,7 +273,7 @@ def run(params: PowerHeadroomParams, ctx: CheckContext) -> CheckOutput:
 
 
 def _load(params: PowerHeadroomParams, ctx: CheckContext, group: LoadGroup, sampler: _Sampler,
-          stress: list[list[str]], burning: bool, budget: float, fio_tmp: list[str]) -> None:
+          stress: list[list[str]], burning: bool, budget: float, fio_tmp: ExitStack) -> None:
     """Every load tool at once for `duration` s, sampled; then the cool-down, sampled."""
     sampler.t0 = time.monotonic()
     ctx.progress(f"full-system load for {params.duration} s")
@@ -284,8 +282,9 @@ def _load(params: PowerHeadroomParams, ctx: CheckContext, group: LoadGroup, samp
     for argv in stress:
         group.start(STRESS_NAME, argv, budget)
     for i, d in enumerate(params.fio_dirs):
-        fio_tmp.append(tempfile.mkdtemp(prefix="harness-power-", dir=d))
-        group.start(f"fio-{i}", fio_argv(params, fio_tmp[-1]), budget)
+        # recorded (device, inode) in the ledger: a SIGKILLed run's directory is removed by the next
+        work = fio_tmp.enter_context(scratch.scratch_dir("power", Path(d), ctx.log))
+        group.start(f"fio-{i}", fio_argv(params, str(work)), budget)
     sampler.run_for(params.duration, "load", params.period, group=group)
     group.close()
     if group.interrupted.is_set() or any(getattr(o, "interrupted", False) for o in group.outcomes.values()):

@@ -25,7 +25,7 @@ from harness.cli.export import export
 from harness.cli.fleet import fleet
 from harness.cli.history import baseline, compare, history
 from harness.cli.listing import list_cmd
-from harness.errors import ConfigError, HarnessError, UsageError
+from harness.errors import ConfigError, HarnessError, UsageError, printable
 
 # 0 accepted, 1 rejected (hardware measured badly), 2 invalid input, 3 errored (no hardware verdict:
 # a tool or the environment failed, or the run could not go on), 4 untested (nothing judged, or an
@@ -181,14 +181,14 @@ def main() -> None:
         e.show()
         sys.exit(EXIT_INVALID)
     except UsageError as e:
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"error: {printable(str(e))}", err=True)
         sys.exit(EXIT_INVALID)
     except ConfigError as e:
         for p in e.problems:
             click.echo(str(p), err=True)
         sys.exit(EXIT_INVALID)
     except HarnessError as e:
-        click.echo(f"error: {e}", err=True)
+        click.echo(f"error: {printable(str(e))}", err=True)
         sys.exit(EXIT_ERRORED)
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
@@ -196,7 +196,7 @@ def main() -> None:
     except Exception as e:  # a bug: one line and exit 3, never a hardware verdict (not SystemExit)
         if os.environ.get("HARNESS_DEBUG"):
             traceback.print_exc()
-        first = next(iter(str(e).splitlines()), "")
+        first = printable(next(iter(str(e).splitlines()), ""))
         click.echo(f"error: internal error: {type(e).__name__}: {first} (a bug in the harness; "
                    "HARNESS_DEBUG=1 prints the traceback)", err=True)
         sys.exit(EXIT_ERRORED)

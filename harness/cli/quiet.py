@@ -16,6 +16,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import TextIO
 
+from harness.errors import printable
 from harness.model import CheckResult, Evaluation, RunRecord
 from harness.report.fmt import fmt_band, fmt_labels, fmt_status, fmt_value
 from harness.report.outputs import HTML_NAME
@@ -28,8 +29,10 @@ _COUNTED = (("passed", "passed"), ("recorded", "recorded"), ("warned", "warned")
 
 
 def _one_line(text: str) -> str:
-    """Control characters (a tool's newline, an escape sequence) as spaces: one line it stays."""
-    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+    """One part of the line: whitespace runs (a tool's newline) as one space, other control
+    characters escaped (printable), and '|' as '\\|', so a tool's text cannot end the part and
+    add one of its own (' | FAILED gpu-burn: GPU 3 FAULTY' reads ' \\| FAILED ...')."""
+    return printable(" ".join(text.split())).replace("|", "\\|")
 
 
 def fault(ev: Evaluation) -> str:
@@ -60,7 +63,7 @@ def quiet_line(record: RunRecord, report: Path | None, seconds: float) -> str:
     if record.verdict == "UNTESTED":
         parts += [f"UNTESTED {why}" for why in record.untested]
     head = " | ".join(_one_line(p) for p in parts)
-    tail = (f" | report {_one_line(str(report))}" if report else "") + f" ({seconds:.1f} s)"
+    tail = (f" | report {printable(str(report))}" if report else "") + f" ({seconds:.1f} s)"
     if len(head) + len(tail) > MAX_LINE:
         head = head[:max(0, MAX_LINE - len(tail) - 3)] + "..."
     return (head + tail)[:MAX_LINE]

@@ -1,4 +1,7 @@
-"""Progress: a live rich display on a terminal, plain timestamped lines otherwise (CI logs)."""
+"""Progress: a live rich display on a terminal, plain timestamped lines otherwise (CI logs).
+
+Text from tools (a check's message, a note) is escaped (harness.errors.printable) before it is
+shown: an ESC or NUL in a tool's output cannot move the cursor or repaint a line."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Protocol, TextIO
 
+from harness.errors import printable
 from harness.model import CheckResult, RunRecord, Status
 from harness.report.fmt import fmt_duration, fmt_status
 
@@ -48,7 +52,7 @@ class PlainProgress:
         self.total = 0
 
     def _p(self, text: str) -> None:
-        print(f"{_stamp()} {text}", file=self.out, flush=True)
+        print(f"{_stamp()} {printable(text)}", file=self.out, flush=True)
 
     def start(self, suite: str, profile: str, total: int, run_dir: str) -> None:
         self.total = total
@@ -105,7 +109,7 @@ class RichProgress:
 
     def start(self, suite: str, profile: str, total: int, run_dir: str) -> None:
         self.total = total
-        self.console.print(f"suite {suite}, profile {profile}, {total} check(s) -> {run_dir}",
+        self.console.print(printable(f"suite {suite}, profile {profile}, {total} check(s) -> {run_dir}"),
                            highlight=False, markup=False)
         self.live.start()
 
@@ -115,14 +119,14 @@ class RichProgress:
                         "estimate": estimate_s, "t0": time.monotonic()}
 
     def note(self, text: str) -> None:
-        self.current["note"] = text
+        self.current["note"] = printable(text)
 
     def check_finished(self, result: CheckResult) -> None:
         from rich.text import Text  # start-up: rich loads only for a live display
 
         colour = STATUS_COLOURS[result.status]
 
-        self.last = _last_numbers(result)
+        self.last = printable(_last_numbers(result))
         line = Text("  ")
         line.append(f"{fmt_status(result.status.value):8}", style=colour)
         line.append(f" {result.id} ({result.duration_s:.1f} s) {self.last}")

@@ -82,12 +82,12 @@ def prepare(run_dir: Path) -> Resumption:
 
 
 def _finished(run_dir: Path, cid: str) -> CheckResult | None:
-    """The check's persisted result when it finished; None when it must run (again)."""
-    try:
-        data = json.loads((run_dir / "checks" / f"{cid}.json").read_text(encoding="utf-8"))
-        result = CheckResult.from_dict(data)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    """The check's persisted result when it finished; None when it must run (again). A file that is
+    there but not a valid check result is a RecordError (exit 2)."""
+    path = run_dir / "checks" / f"{cid}.json"
+    if not path.exists():
         return None
+    result = results.load_check(path)  # a tampered file is an error naming it, not a rerun
     if result.id != cid or result.status == Status.NOT_RUN:
         return None
     return result

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -12,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import ConfigError, ConfigProblem, UsageError
+from harness.errors import ConfigError, ConfigProblem, UsageError, printable
 from harness.model import RunRecord, join_labels
 from harness.report.fmt import fmt_status
 
@@ -230,7 +231,7 @@ def _launch(p: _Prepared, opts: RunOptions) -> Finished:
             resume.clear_partial(run_dir, [pc.id for pc in planned if pc.id not in p.previous])
         lock.set_run_dir(run_dir)
         for n in notes:
-            print(f"note: {n}", file=sys.stderr)
+            print(f"note: {printable(n)}", file=sys.stderr)
         ctx = RunContext(
             run_dir=run_dir, suite_info=p.suite_info, profile_info=p.profile_info, inventory=p.inventory,
             gpu_expectation=plan.gpu_expectation_text(prof.profile),
@@ -247,9 +248,9 @@ def _launch(p: _Prepared, opts: RunOptions) -> Finished:
             record = runner.run()
             if opts.quiet:
                 for warning in retention.prune(output, opts.keep, current=run_dir):
-                    print(f"warning: {warning}", file=sys.stderr)
+                    print(f"warning: {printable(warning)}", file=sys.stderr)
             for err in errors_of(record):
-                print(f"error: {err.replace('harness.log', str(run_dir / 'harness.log'))}",
+                print(f"error: {printable(err.replace('harness.log', str(run_dir / 'harness.log')))}",
                       file=sys.stderr)
             if not opts.quiet:
                 print("\n".join(summary(record, run_dir)))
@@ -257,7 +258,8 @@ def _launch(p: _Prepared, opts: RunOptions) -> Finished:
 
 
 def summary(record: RunRecord, run_dir: Path) -> list[str]:
-    """The verdict, each failed or errored check with its failing rules, and the report's path."""
+    """The verdict, each failed or errored check with its failing rules, and the report's path; a
+    tool's text in them escaped (harness.errors.printable), so it cannot repaint the verdict line."""
     c = record.counts
     lines = [f"{record.verdict}: {c['passed']} passed, {c['recorded']} recorded, {c['warned']} warned, "
              f"{c['failed']} failed, {c['errored']} errored, {c['skipped']} skipped, {c['not_run']} not run"]
@@ -269,11 +271,15 @@ def summary(record: RunRecord, run_dir: Path) -> list[str]:
             for ev in chk.evaluations:
                 if ev.outcome.value in ("fail", "error"):
                     lines.append(f"    {ev.metric}{{{join_labels(ev.labels)}}}: {ev.message}")
-    return [*lines, f"report: {run_dir / 'report.html'}"]
+    return [printable(line) for line in (*lines, f"report: {run_dir / 'report.html'}")]
+
+
+PARSE_LIMIT = 64 * 1024 * 1024  # bytes `harness parse` reads at most (saved tool output is far smaller)
 
 
 def parse_file(kind: str, file: Path) -> dict[str, Any]:
-    """`harness parse KIND FILE` as a dict."""
+    """`harness parse KIND FILE` as a dict. FILE must be a regular file of at most PARSE_LIMIT bytes:
+    /dev/zero would be read until memory ran out, and a FIFO would block forever."""
     from harness.parsers.registry import parsers  # start-up: the parsers load only for `harness parse`
 
     table = parsers()
@@ -283,8 +289,38 @@ def parse_file(kind: str, file: Path) -> dict[str, Any]:
         near = difflib.get_close_matches(kind, table, n=1)
         hint = f" (did you mean '{near[0]}'?)" if near else ""
         raise UsageError(f"unknown parse kind '{kind}'{hint}; known: {', '.join(sorted(table))}")
-    try:
-        text = file.read_bytes().decode("utf-8", errors="replace")
-    except OSError as e:
-        raise ConfigError([ConfigProblem(str(file), 1, 1, f"cannot read: {e.strerror}")]) from e
+    text = read_bounded(file, PARSE_LIMIT).decode("utf-8", errors="replace")
     return table[kind](text).to_dict()
+
+
+def read_bounded(file: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; ConfigError (exit 2) for anything else.
+    Opened without blocking (a FIFO with no writer would wait forever) and checked once open."""
+    def refuse(why: str) -> ConfigError:
+        return ConfigError([ConfigProblem(str(file), 1, 1, why)])
+
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise refuse(f"cannot read: {e.strerror}") from e
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        mode = st.st_mode
+        if not stat.S_ISREG(mode):
+            what = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket")
+            raise refuse(f"is {what}, not a regular file: give a file of saved tool output")
+        if st.st_size > limit:
+            raise refuse(_too_big(limit))
+        try:
+            data = f.read(limit + 1)
+        except OSError as e:
+            raise refuse(f"cannot read: {e.strerror}") from e
+    if len(data) > limit:  # it grew while read
+        raise refuse(_too_big(limit))
+    return data
+
+
+def _too_big(limit: int) -> str:
+    return (f"larger than {limit // (1024 * 1024)} MiB: not saved tool output "
+            "(harness parse reads at most that)")

@@ -14,8 +14,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated, Any, Optional
 
+from pydantic import ConfigDict, Field, StringConstraints
+from typing_extensions import TypedDict
+
+from harness import results
+from harness.errors import RecordError
 from harness.model import BmcReading, Finding, Metric, Outcome
 from harness.platform.nvml import GpuLimits, GpuSample
 from harness.series import psu as power
@@ -141,9 +146,52 @@ def save(series: PowerSeries, raw_dir: Path) -> Path:
     return path
 
 
+_STRICT = ConfigDict(strict=True, allow_inf_nan=False)
+Num = Annotated[float, Field(ge=-1e12, le=1e12)]  # no reading is larger; a chart scales by it
+Secs = Annotated[float, Field(ge=-1e7, le=1e7)]  # seconds from the start (~115 days)
+_Col = list[Optional[Num]]
+
+
+class _File(TypedDict, total=False):
+    """What a saved series may hold (strict: a string where a number belongs is an error)."""
+
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
+    version: int
+    period_s: Annotated[float, Field(gt=0, le=1e4)]
+    t: list[Secs]
+    phase: list[str]
+    node_w: _Col
+    gpu_w: Mapping[Annotated[str, StringConstraints(pattern=r"^[0-9]{1,6}$")], _Col]
+    psu_ok: Mapping[str, list[Optional[bool]]]
+    psu_in_w: Mapping[str, _Col]
+    redundant: list[Optional[bool]]
+    inlet_c: _Col
+    estimated: bool
+    allowance_w: Optional[Num]
+    capacity_w: Optional[Num]
+    source: str
+    bmc_errors: Annotated[int, Field(ge=0)]
+
+
+_REQUIRED = ("period_s", "t", "phase", "node_w")
+
+
 def load(path: Path) -> PowerSeries:
-    """A saved series (raises OSError, ValueError, KeyError or TypeError on a broken file)."""
-    return PowerSeries.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    """A saved series: FileNotFoundError when it is missing, RecordError (naming the field) when a
+    value in it is wrong or missing, or a column does not have one value per time."""
+    data = results.load_validated(path, _File)
+    missing = next((k for k in _REQUIRED if k not in data), None)
+    if missing:
+        raise RecordError(path, missing, "missing")
+    n = len(data["t"])
+    cols = {"phase": data["phase"], "node_w": data["node_w"],
+            **{f"gpu_w.{g}": v for g, v in data.get("gpu_w", {}).items()},
+            **{f"psu_ok.{k}": v for k, v in data.get("psu_ok", {}).items()},
+            **{f"psu_in_w.{k}": v for k, v in data.get("psu_in_w", {}).items()}}
+    results.same_lengths(path, n, cols)
+    results.same_lengths(path, n, {"redundant": data.get("redundant", []),
+                                   "inlet_c": data.get("inlet_c", [])}, empty_ok=True)
+    return PowerSeries.from_dict(data)
 
 
 # ---------------------------------------------------------------- metrics

@@ -20,17 +20,17 @@ temperature (`own_rules`).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from itertools import groupby, pairwise
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Annotated, Any, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from typing_extensions import TypedDict
 
-from harness import siblings
+from harness import results, siblings
 from harness.model import Finding, Metric, Outcome
 from harness.parsers import clockreasons
 from harness.platform import nvml
@@ -101,9 +101,39 @@ class Series:
                    int(d.get("overruns", 0)), float(d.get("sample_cost_s", 0.0)))
 
 
+_STRICT = ConfigDict(strict=True, allow_inf_nan=False)
+Num = Annotated[float, Field(ge=-1e12, le=1e12)]  # no reading is larger; a chart scales by it
+Secs = Annotated[float, Field(ge=-1e7, le=1e7)]  # seconds from the start (~115 days)
+GpuKey = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,6}$")]
+
+
+class _Lost(TypedDict):
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
+    t: Secs
+    why: str
+
+
+class _File(TypedDict, total=False):
+    """What a saved series may hold (strict: a string where a number belongs is an error)."""
+
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
+    version: int
+    period_s: Annotated[float, Field(gt=0, le=1e4)]
+    t: list[Secs]
+    gpus: Mapping[GpuKey, Mapping[str, list[Union[Annotated[int, Field(ge=-2**63, lt=2**64)], Num, None]]]]
+    lost: Mapping[GpuKey, _Lost]
+    overruns: Annotated[int, Field(ge=0)]
+    sample_cost_s: Annotated[float, Field(ge=0, le=1e4)]
+
+
 def load(path: Path) -> Series:
-    """A saved series (raises OSError or ValueError on a missing or broken file)."""
-    return Series.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    """A saved series: FileNotFoundError when it is missing, RecordError (naming the field) when a
+    value in it is wrong or a column does not have one value per time."""
+    data = results.load_validated(path, _File)
+    n = len(data.get("t", []))
+    for g, cols in data.get("gpus", {}).items():
+        results.same_lengths(path, n, {f"gpus.{g}.{k}": v for k, v in cols.items()})
+    return Series.from_dict(data)
 
 
 LOADED_UTIL = 50.0  # % utilisation from which a GPU counts as busy (link and throttle judgements)

@@ -91,3 +91,18 @@ def test_declared_metrics_carry_units():
     specs = KIND.metric_specs(p)
     assert specs["app.lat"].unit == "us" and specs["app.lat"].better == "lower"
     assert "command.duration" in specs
+
+
+@pytest.mark.parametrize("field, value, msg", [
+    ("env", {"A=B": "1"}, "'A=B' is not one"),
+    ("env", {"": "1"}, "'' is not one"),
+    ("env", {"1X": "1"}, "'1X' is not one"),
+    ("env", {"X\0Y": "1"}, "is not one"),
+    ("env", {"OK": "a\0b"}, "OK: the value holds a NUL byte"),
+    ("argv", ["true", "a\0b"], r"argv\[1\] holds a NUL byte"),
+    ("argv", [""], r"the program \(argv\[0\]\) is empty"),
+])
+def test_env_and_argv_that_cannot_reach_a_program_are_refused(field, value, msg):
+    with pytest.raises(ValidationError, match=msg):
+        params(**{field: value})
+    assert params(env={"_OK_1": "x y=z"}).env == {"_OK_1": "x y=z"}

@@ -11,8 +11,8 @@ from pathlib import Path
 import report_samples as samples
 
 from harness.model import CheckResult, Status
-from harness.report.outputs import write_reports
 from harness.report.observe_svg import observe_figure, panel, signals
+from harness.report.outputs import write_reports
 from harness.series.observed import Net, Tick, Window
 from harness.series.stall import diagnose
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import report_samples as samples
 
+from harness.errors import RecordError
 from harness.model import BmcReading, CheckResult, Evaluation, Metric, Outcome, PsuReading, Status
 from harness.platform.nvml import GpuSample
 from harness.report.html import render_html
@@ -86,13 +87,16 @@ def test_estimated_power_is_marked(tmp_path: Path):
     assert view.psus == ()  # no BMC, no PSU table
 
 
-def test_no_view_without_a_readable_series(tmp_path: Path):
+def test_no_view_without_a_series_and_an_error_for_a_broken_one(tmp_path: Path):
     c = power_check(tmp_path)
     assert power_view(c, None) is None
     outside = CheckResult(**{**c.__dict__, "details": {"power": {"file": "../../etc/passwd"}}})
     assert power_view(outside, tmp_path) is None
     (tmp_path / "raw/power/power.json").write_text("{not json")
-    assert power_view(c, tmp_path) is None
+    with pytest.raises(RecordError, match=r"raw/power/power.json: cannot read"):
+        power_view(c, tmp_path)
+    (tmp_path / "raw/power/power.json").unlink()
+    assert power_view(c, tmp_path) is None  # missing: no chart, no error
     assert chart(power_series.PowerSeries(1.0, (0.0,), ("load",), (1.0,), {})) == ""
 
 

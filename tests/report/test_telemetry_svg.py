@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
+from harness.errors import RecordError
 from harness.model import CheckResult, Status
 from harness.report import telemetry_svg
 from harness.run import sampler as telemetry
-from harness.series.telemetry import Series
+from harness.series.telemetry import Series, load
 
 PC = 0x4
 
@@ -64,7 +68,39 @@ def test_figure_reads_the_saved_series_and_refuses_paths_outside_the_run(tmp_pat
     outside = CheckResult("x", "gpu_burn", Status.PASSED, details={"telemetry": {"file": "../../etc/passwd"}})
     assert telemetry_svg.telemetry_figure(outside, tmp_path) is None
     (tmp_path / "raw" / "burn" / "telemetry.json").write_text("{not json")
-    assert telemetry_svg.telemetry_figure(check, tmp_path) is None  # a broken file: no chart, no crash
+    with pytest.raises(RecordError, match=r"raw/burn/telemetry\.json: cannot read"):  # one line, exit 2
+        telemetry_svg.telemetry_figure(check, tmp_path)
+    (tmp_path / "raw" / "burn" / "telemetry.json").unlink()
+    assert telemetry_svg.telemetry_figure(check, tmp_path) is None  # missing: no chart, no error
+
+
+@pytest.mark.parametrize(("column", "values", "field", "why"), [
+    ("temp", [50, "hot"], "gpus.0.temp.1", "should be a valid integer or a valid number"),
+    ("temp", [50, True], "gpus.0.temp.1", "valid integer"),
+    ("power", [1e300, 2.0], "gpus.0.power.0", "less than or equal to 1000000000000"),
+    ("power", [1.0], "gpus.0.power", "1 value(s) for 2 time(s)"),
+])
+def test_a_tampered_series_is_one_error_naming_the_field(tmp_path: Path, column: str, values: list,
+                                                         field: str, why: str):
+    saved = telemetry.save(series(n=2), tmp_path / "raw" / "burn")
+    doc = json.loads(saved.read_text())
+    doc["gpus"]["0"][column] = values
+    saved.write_text(json.dumps(doc))
+    with pytest.raises(RecordError) as e:
+        load(saved)
+    assert e.value.field == field and why in str(e.value) and str(saved) in str(e.value)
+    assert len(str(e.value).splitlines()) == 1
+
+
+def test_nan_and_bad_gpu_keys_are_refused(tmp_path: Path):
+    saved = telemetry.save(series(n=2), tmp_path / "raw" / "burn")
+    doc = json.loads(saved.read_text())
+    saved.write_text(json.dumps({**doc, "t": [0.0, float("nan")]}))
+    with pytest.raises(RecordError, match=r"t\.1: should be a finite number"):
+        load(saved)
+    saved.write_text(json.dumps({**doc, "gpus": {"x": {}}}))
+    with pytest.raises(RecordError, match=r"gpus\.x: String should match pattern"):
+        load(saved)
 
 
 def test_a_check_over_in_two_samples_gets_no_lines_but_keeps_its_lost_gpu_note():
