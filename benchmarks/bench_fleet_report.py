@@ -87,8 +87,9 @@ def node_record(node: str, base: list[tuple[str, str, list[Metric]]], rng: rando
         status, evs = Status.PASSED, ()
         if fail and check == "nccl":
             status = Status.FAILED
-            evs = (Evaluation("nccl.avg_busbw", {}, Outcome.FAIL, "fail", 10.0, "GB/s", None, 100.0, None,
-                              "each", "below floor", None, "profile"),)
+            evs = (Evaluation(metric="nccl.avg_busbw", labels={}, outcome=Outcome.FAIL, severity="fail",
+                              measured=10.0, unit="GB/s", reference=None, low=100.0, high=None,
+                              reduce="each", message="below floor", source="profile"),)
         checks.append(CheckResult(check, kind, status, "", "2026-11-29T10:00:00Z", 1.0, tuple(ms), evs))
     return RunRecord(f"{node}-20261129T100000Z", node, {"name": "synthetic-fleet"},
                      {"name": "h100-sxm-8x"}, "2026-11-29T10:00:00Z", "2026-11-29T10:30:00Z", 1800.0,
