@@ -151,7 +151,6 @@ class FleetBuilder:
         self._keep = keep_records
         self._junit = junit
         self._series = SeriesBuilder()
-        self._keys: dict[tuple[object, ...], SeriesKey] = {}
         self._implied: dict[str, str] = {}
         self._nodes: list[tuple[NodeOutcome, SuiteXml | None]] = []
         self.with_record: set[str] = set()  # nodes whose outcome came with a run
@@ -161,8 +160,7 @@ class FleetBuilder:
         rec = o.record
         if rec is not None:
             self.with_record.add(o.node)
-            self._series.add_samples(o.node, _keyed(o.sku, metric_rows(rec) if rows is None else rows,
-                                                    self._keys))
+            self._series.add_rows(o.node, o.sku, metric_rows(rec) if rows is None else rows, FOLDED_LABELS)
             note_directions(self._implied, rec)
         suite = node_suite(o) if self._junit else None
         self._nodes.append((o if self._keep or rec is None else replace(o, record=None), suite))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -19,8 +20,13 @@ from harness.fleet.stats import Outlier, SeriesKey
 
 @dataclass
 class _Column:
+    key: SeriesKey
     nodes: array  # int32 node indices, in the order they came
     values: array  # float64
+
+
+# (check id, metric name, unit, labels, value), as harness.fleet.collect.MetricRow
+Row = tuple[str, str, str, Mapping[str, Any], float]
 
 
 class SeriesBuilder:
@@ -30,6 +36,7 @@ class SeriesBuilder:
         self._names: list[str] = []
         self._index: dict[str, int] = {}
         self._cols: dict[SeriesKey, _Column] = {}
+        self._raw: dict[tuple[object, ...], _Column] = {}  # (sku, check, name, unit, labels) as they came
         self._repeats: dict[tuple[SeriesKey, int], list[float]] = {}  # (key, position) -> values
         self._node = -1
         self._node_was_seen = False
@@ -43,26 +50,50 @@ class SeriesBuilder:
             self._names.append(name)
         self._node = index
 
-    def add(self, key: SeriesKey, value: float) -> None:
+    def _column(self, key: SeriesKey) -> _Column:
         col = self._cols.get(key)
         if col is None:
-            col = self._cols[key] = _Column(array("i"), array("d"))
-        node = self._node
-        if col.nodes and col.nodes[-1] == node:
-            pos = len(col.nodes) - 1
-        elif self._node_was_seen and node in col.nodes:  # the same node name twice in a fleet: rare
-            pos = col.nodes.index(node)
+            col = self._cols[key] = _Column(key, array("i"), array("d"))
+        return col
+
+    def _append(self, col: _Column, value: float) -> None:
+        node, nodes = self._node, col.nodes
+        if nodes and nodes[-1] == node:
+            pos = len(nodes) - 1
+        elif self._node_was_seen and node in nodes:  # the same node name twice in a fleet: rare
+            pos = nodes.index(node)
         else:
-            col.nodes.append(node)
+            nodes.append(node)
             col.values.append(value)
             return
-        self._repeats.setdefault((key, pos), [col.values[pos]]).append(value)
+        self._repeats.setdefault((col.key, pos), [col.values[pos]]).append(value)
         col.values[pos] = value
+
+    def add(self, key: SeriesKey, value: float) -> None:
+        self._append(self._column(key), value)
 
     def add_samples(self, node: str, samples: Iterable[tuple[SeriesKey, float]]) -> None:
         self.start_node(node)
         for key, value in samples:
             self.add(key, value)
+
+    def add_rows(self, node: str, sku: str, rows: Iterable[Row],
+                 folded: frozenset[str] = frozenset()) -> None:
+        """One node's metrics: series keyed by SKU, check, metric, unit and the labels not `folded`."""
+        self.start_node(node)
+        raw_cols, node_index = self._raw, self._node
+        for check, name, unit, labels, value in rows:
+            lab = tuple((k, str(v)) for k, v in labels.items() if k not in folded)
+            raw = (sku, check, name, unit, lab)
+            col = raw_cols.get(raw)
+            if col is None:
+                col = raw_cols[raw] = self._column(SeriesKey(sku, check, name, unit, tuple(sorted(lab))))
+            nodes = col.nodes
+            if nodes and nodes[-1] != node_index and not self._node_was_seen:
+                nodes.append(node_index)  # the common case, inline
+                col.values.append(value)
+            else:
+                self._append(col, value)
 
     def table(self) -> SeriesTable:
         for (key, pos), values in self._repeats.items():
