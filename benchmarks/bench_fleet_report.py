@@ -11,8 +11,9 @@ check. Every results.json is a full RunRecord on disk, read back through results
 
 Each size is reported by a fresh child process (`--child DIR`), which runs what `harness fleet
 report DIR` runs (analysis, then fleet.json, junit.xml and fleet.html) and prints its wall and CPU
-time and its peak resident memory (ru_maxrss: everything the process ever held, interpreter and
-imports included; the figure after the imports is printed too). With --tracemalloc a second child
+time and its peak resident memory (VmHWM of /proc/self/status: everything the process ever held,
+interpreter and imports included, and not the parent's, which ru_maxrss carries across exec;
+the figure after the imports is printed too). With --tracemalloc a second child
 per size reports the peak of Python's own allocations (numpy's included), which tracemalloc slows.
 
 Goals (issues #7, #18): 1,000 nodes <= 4 s on a 2-core machine, 2,000 nodes <= 2.2x that time;
@@ -134,6 +135,17 @@ def make_fleet(root: Path, n: int, seed: int = 7) -> set[tuple[str, str, int]]:
     return {(nd, c, i) for nd, c, i in planted}
 
 
+def peak_rss_mib() -> float:
+    """This process's peak resident memory: VmHWM (Linux), else ru_maxrss."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def child(fleet_dir: Path, trace: bool) -> int:
     """In a fresh process: the report of `fleet_dir`, then one JSON line of figures on stdout."""
     from harness.fleet import report
@@ -142,7 +154,7 @@ def child(fleet_dir: Path, trace: bool) -> int:
         import tracemalloc
 
         tracemalloc.start()
-    base_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    base_mib = peak_rss_mib()
     t0, c0 = time.monotonic(), time.process_time()
     rep = commands.analyse_dir(fleet_dir, poll=False)
     paths = report.write(fleet_dir, rep)
@@ -150,8 +162,8 @@ def child(fleet_dir: Path, trace: bool) -> int:
     peak = tracemalloc.get_traced_memory()[1] if trace else None
     print(json.dumps({"wall_s": took, "cpu_s": cpu, "verdict": rep.verdict,
                       "rejected": rep.counts["REJECTED"], "flagged": len(rep.outlier_nodes),
-                      "maxrss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                      "imports_mib": base_kib / 1024, "tracemalloc_peak_mib": peak and peak / 2**20,
+                      "maxrss_mib": peak_rss_mib(), "imports_mib": base_mib,
+                      "tracemalloc_peak_mib": peak and peak / 2**20,
                       "sizes_mb": {k: p.stat().st_size / 1e6 for k, p in paths.items()}}))
     return 0
 

@@ -6,7 +6,7 @@ lays them out, so no node name, reason or label from a run can become markup.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import median
@@ -164,6 +164,11 @@ def _environment() -> Environment:
 
 def render_html(report: FleetReport) -> str:
     """The fleet report as one HTML document."""
+    return "".join(html_chunks(report))
+
+
+def html_chunks(report: FleetReport) -> Iterator[str]:
+    """render_html in pieces, to be written as they come (10,000 nodes make some 30 MB)."""
     flagged = set(report.outlier_nodes)
     attention = [n for n in report.nodes if n.status is not NodeStatus.ACCEPTED or n.node in flagged]
     healthy = [n for n in report.nodes if n.status is NodeStatus.ACCEPTED and n.node not in flagged]
@@ -192,4 +197,4 @@ def render_html(report: FleetReport) -> str:
         "plots": [plot(k, values[k], by_key[k], report.better[k], medians[k]) for k in plot_keys],
         "plot_w": PLOT_W, "plot_h": PLOT_H, "cell": CELL, "rowh": ROW,
     }
-    return _environment().get_template("fleet.html.j2").render(**ctx)
+    return _environment().get_template("fleet.html.j2").generate(**ctx)

@@ -10,9 +10,9 @@ from typing import Any
 from harness.fleet import junit as fleet_junit
 from harness.fleet.analysis import FleetReport
 from harness.fleet.collect import NodeOutcome, NodeStatus
-from harness.fleet.html import render_html
+from harness.fleet.html import html_chunks
 from harness.fleet.stats import Outlier
-from harness.fsutil import atomic_write_json, atomic_write_text
+from harness.fsutil import atomic_write_chunks, atomic_write_json, atomic_write_text
 from harness.report import prometheus as prom
 
 FORMAT_VERSION = 1
@@ -64,7 +64,7 @@ def write(fleet_dir: Path, report: FleetReport) -> dict[str, Path]:
     paths = {"json": fleet_dir / JSON_NAME, "junit": fleet_dir / JUNIT_NAME, "html": fleet_dir / HTML_NAME}
     atomic_write_json(paths["json"], fleet_dict(report))
     atomic_write_text(paths["junit"], render_junit(report))
-    atomic_write_text(paths["html"], render_html(report))
+    atomic_write_chunks(paths["html"], html_chunks(report))
     return paths
 
 

@@ -23,6 +23,7 @@ from harness.fleet.columns import SeriesBuilder
 from harness.fleet.layout import Manifest, NodeJob, SeenJob
 from harness.fleet.slurmtext import JobInfo
 from harness.fleet.stats import MAD_TO_SIGMA, MEANAD_TO_SIGMA, SeriesKey, find_outliers, group
+from harness.fsutil import atomic_write_chunks
 from harness.model import CheckResult, Metric, RunRecord, Status
 from harness.report import prometheus as prom
 
@@ -195,3 +196,17 @@ def test_repeats_and_a_node_seen_twice_average_in_arrival_order():
     assert b.table()[KEY] == {"a": 3.0, "b": 5.0}
     assert b.table()[KEY] == group([(KEY, "a", 1.0), (KEY, "a", 2.0), (KEY, "a", 6.0), (KEY, "b", 5.0),
                                     (KEY, "a", 3.0)])[KEY]
+
+
+def test_fleet_html_is_written_in_pieces_and_a_failure_keeps_the_old_file(tmp_path: Path):
+    path = tmp_path / "fleet.html"
+    atomic_write_chunks(path, iter(["<p>", "ü" * 3, "</p>"]))
+    assert path.read_text() == "<p>üüü</p>" and oct(path.stat().st_mode & 0o777) != "0o600"
+
+    def broken() -> Any:
+        yield "<p>half"
+        raise RuntimeError("template failed")
+
+    with pytest.raises(RuntimeError):
+        atomic_write_chunks(path, broken())
+    assert path.read_text() == "<p>üüü</p>" and [p.name for p in tmp_path.iterdir()] == ["fleet.html"]
