@@ -46,19 +46,36 @@ def make_fleet(root: Path, n: int) -> None:
         d = layout.node_dir(root, nd) / f"{nd}-20261129T100000Z"
         d.mkdir(parents=True)
         results.write(d, _extra(record(nd, bw, cpus=64 + i % 2), i))
-    extra = ["gone", "waiting", "broken"]
+    extra = ["gone", "waiting", "broken", "odd", "nounit"]
     bad = layout.node_dir(root, "broken") / "broken-20261129T100000Z"
     bad.mkdir(parents=True)
     (bad / "results.json").write_text('{"format_version": 1, "checks": [{"id": 1}]}')
+    for nd, edit in (("odd", _odd), ("nounit", _no_unit)):  # hand-edited files: read alike both ways
+        d = layout.node_dir(root, nd) / f"{nd}-20261129T100000Z"
+        d.mkdir(parents=True)
+        results.write(d, record(nd, 101.0))
+        doc = json.loads((d / "results.json").read_text())
+        edit(doc["checks"][1]["metrics"][0])
+        (d / "results.json").write_text(json.dumps(doc))
     jobs = {nd: NodeJob(nd, str(100 + i)) for i, nd in enumerate([*nodes, *extra])}
     done = {nd: SeenJob(JobInfo(jobs[nd].job_id or "", "FAILED" if nd == "n007" else "COMPLETED", "", nd,
-                                "h", 0, 0), "2026-11-29T10:31:00Z") for nd in [*nodes, "broken"]}
+                                "h", 0, 0), "2026-11-29T10:31:00Z") for nd in [*nodes, *extra[2:]]}
     done["gone"] = SeenJob(JobInfo(jobs["gone"].job_id or "", "NODE_FAIL", "", "gone", "h", 1, 0), "t")
     done["waiting"] = SeenJob(JobInfo(jobs["waiting"].job_id or "", "PENDING", "Priority", "", "h", None, 0),
                               "t")
     layout.save_manifest(root, Manifest("/s.yaml", "stream", None, (*nodes, *extra), "2026-11-29T10:00:00Z",
                                         jobs))
     layout.save_jobs(root, done)
+
+
+def _odd(metric: dict[str, Any]) -> None:
+    """Labels as a list of pairs with a nested value, the value as text: Metric.from_dict takes them."""
+    metric["labels"] = [["gpu", 0], ["path", {"a": [1, 2]}]]
+    metric["value"] = "101.5"
+
+
+def _no_unit(metric: dict[str, Any]) -> None:
+    del metric["unit"]
 
 
 def _full_load_run(run_dir: Path) -> tuple[RunRecord | None, list[Any], str]:
@@ -96,6 +113,8 @@ def test_streamed_outputs_are_those_of_whole_records(fleet: Path, tmp_path: Path
     assert doc["verdict"] == "REJECTED" and [d["node"] for d in doc["drain"]] == ["n007"]
     assert by_node["broken"]["status"] == "ERRORED" and "unreadable: KeyError" in by_node["broken"]["reason"]
     assert by_node["waiting"]["status"] == "PENDING" and by_node["gone"]["status"] == "ERRORED"
+    assert by_node["odd"]["status"] == "ACCEPTED"
+    assert "unreadable: KeyError: 'unit'" in by_node["nounit"]["reason"]
     flagged = {(o["node"], o["metric"]) for o in doc["outliers"]}
     assert {("n003", "app.bw"), ("n007", "app.bw")} <= flagged
     assert "RECORDED, not judged: 4 metric(s) measured" in streamed["junit"]  # counted, though streamed
@@ -127,7 +146,7 @@ def test_no_run_outlives_its_node_and_each_is_read_once(fleet: Path, tmp_path: P
     monkeypatch.setattr(collect, "load_run", counting)
     rep = commands.analyse_dir(fleet, poll=False)
     fleet_report.write(tmp_path, rep)
-    assert len(loaded) == 24  # every readable run once: the broken one yields no record
+    assert len(loaded) == 25  # every readable run once (24 and odd); broken and nounit yield none
     assert most_alive <= 2  # the node being read, and the one before it at most
     assert sum(r() is not None for r in loaded) == 0  # the report holds none
     assert all(n.record is None for n in rep.nodes)
