@@ -6,9 +6,9 @@ import errno
 import json
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from harness.errors import RecordError, StorageError
 
@@ -31,6 +31,20 @@ def _umask() -> int:
 
 def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Write beside `path` and rename over it; `durable` also fsyncs (survives power loss)."""
+    _atomic_write(path, lambda f: f.write(data), durable)
+
+
+def atomic_write_chunks(path: Path, chunks: Iterable[str], *, durable: bool = True) -> None:
+    """atomic_write_text of text that comes in pieces (a large report), never held whole."""
+
+    def fill(f: BinaryIO) -> None:
+        for chunk in chunks:
+            f.write(chunk.encode("utf-8"))
+
+    _atomic_write(path, fill, durable)
+
+
+def _atomic_write(path: Path, fill: Callable[[BinaryIO], object], durable: bool) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -39,17 +53,19 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), 0o666 & ~_umask())  # like any new file (mkstemp makes 0600)
-            f.write(data)
+            fill(f)
             f.flush()
             if durable:
                 os.fsync(f.fileno())
         os.replace(tmp, path)
-    except OSError as e:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        raise StorageError(f"{path}: cannot write: {why_not(e)}") from e
+        if isinstance(e, OSError):
+            raise StorageError(f"{path}: cannot write: {why_not(e)}") from e
+        raise
 
 
 def why_not(e: OSError) -> str:

@@ -197,7 +197,10 @@ def build_argv(params: FioParams, *, output: str, directory: Optional[str] = Non
         if not any(j.writes for j in params.jobs):
             argv.append("--readonly")
     elif directory is not None:
-        argv.append(f"--directory={escape(directory)}")
+        # fio removes each job's files when the job is done: on a `discard` mount freeing a large
+        # file takes a while, which is then part of fio's run (bare or not), and the files of a
+        # long job list do not pile up; never on a device (it would unlink the device node)
+        argv += [f"--directory={escape(directory)}", "--unlink=1"]
     for job in params.jobs:
         argv += [f"--name={job.name}", "--stonewall", *job_options(job, device=device is not None)]
     return argv

@@ -1,24 +1,34 @@
 """The fleet's verdict (pure): node outcomes + fleet-relative outliers -> one FleetReport.
 
-Series are keyed by SKU, check, metric, unit and labels (a `repeat` label is folded so repeats
-average). Which side is bad comes from the metric catalogue, else from the expectations the
-runs were judged by (only a lower bound: higher is better; only an upper bound: lower is better),
-else both sides count.
+The nodes stream through a FleetBuilder one at a time: each run is read for its samples (into
+columns), the better-directions its expectations imply and its junit suite, then let go, so a
+fleet of 10,000 nodes never holds 10,000 RunRecords. Series are keyed by SKU, check, metric, unit
+and labels (a `repeat` label is folded so repeats average). Which side is bad comes from the
+metric catalogue, else from the expectations the runs were judged by (only a lower bound: higher
+is better; only an upper bound: lower is better), else both sides count.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from harness import catalog
 from harness.fleet import stats
-from harness.fleet.collect import SEVERITY, NodeOutcome, NodeStatus, counts
+from harness.fleet.collect import SEVERITY, MetricRow, NodeOutcome, NodeStatus, counts, metric_rows
+from harness.fleet.columns import SeriesBuilder
+from harness.fleet.junit import SuiteXml, node_suite
 from harness.fleet.stats import Outlier, SeriesKey
 from harness.model import RunRecord, verdict_of
 
 FOLDED_LABELS = frozenset({"repeat"})
+Reload = Callable[[NodeOutcome], "RunRecord | None"]
+
+
+def _no_reload(outcome: NodeOutcome) -> RunRecord | None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,9 @@ class FleetReport:
     series: Mapping[SeriesKey, Mapping[str, float]] = field(repr=False)
     better: Mapping[SeriesKey, str] = field(repr=False)
     settings: OutlierSettings = OutlierSettings()
+    junit: tuple[SuiteXml, ...] = field(default=(), repr=False)  # by node, in `nodes` order
+    # a node's run read again (its results.json) when a streamed node no longer holds it
+    reload: Reload = field(default=_no_reload, repr=False, compare=False)
 
     @property
     def counts(self) -> dict[str, int]:
@@ -59,15 +72,23 @@ class FleetReport:
         """Nodes whose hardware measured badly: drain them, and RMA what stays bad."""
         return [n for n in self.nodes if n.status is NodeStatus.REJECTED]
 
+    @cached_property
+    def _by_node(self) -> dict[str, list[Outlier]]:
+        out: dict[str, list[Outlier]] = {}
+        for o in self.outliers:
+            out.setdefault(o.node, []).append(o)
+        return out
+
     def outliers_of(self, node: str) -> list[Outlier]:
-        return [o for o in self.outliers if o.node == node]
+        return list(self._by_node.get(node, ()))
 
     @property
     def outlier_nodes(self) -> list[str]:
-        seen: dict[str, None] = {}
-        for o in self.outliers:
-            seen.setdefault(o.node, None)
-        return list(seen)
+        return list(self._by_node)
+
+    def record_of(self, outcome: NodeOutcome) -> RunRecord | None:
+        """The node's run: the one it holds, else read again."""
+        return outcome.record if outcome.record is not None else self.reload(outcome)
 
 
 def natural(name: str) -> tuple[object, ...]:
@@ -79,34 +100,42 @@ def samples(outcomes: Iterable[NodeOutcome]) -> Iterable[tuple[SeriesKey, str, f
     """Every metric of every node's run as (series key, node, value)."""
     keys: dict[tuple[object, ...], SeriesKey] = {}  # one key object per series, not per sample
     for o in outcomes:
-        rec = o.record
-        if rec is None:
-            continue
-        for c in rec.checks:
-            for m in c.metrics:
-                labels = tuple((k, str(v)) for k, v in m.labels.items() if k not in FOLDED_LABELS)
-                raw = (o.sku, c.id, m.name, m.unit, labels)
-                key = keys.get(raw)
-                if key is None:
-                    key = keys[raw] = SeriesKey(o.sku, c.id, m.name, m.unit, tuple(sorted(labels)))
-                yield key, o.node, float(m.value)
+        if o.record is not None:
+            for key, value in _keyed(o.sku, metric_rows(o.record), keys):
+                yield key, o.node, value
+
+
+def _keyed(sku: str, rows: Iterable[MetricRow],
+           keys: dict[tuple[object, ...], SeriesKey]) -> Iterable[tuple[SeriesKey, float]]:
+    for check, name, unit, labels, value in rows:
+        lab = tuple((k, str(v)) for k, v in labels.items() if k not in FOLDED_LABELS)
+        raw = (sku, check, name, unit, lab)
+        key = keys.get(raw)
+        if key is None:
+            key = keys[raw] = SeriesKey(sku, check, name, unit, tuple(sorted(lab)))
+        yield key, value
+
+
+def note_directions(out: dict[str, str], record: RunRecord) -> None:
+    """Add the better-directions one run's expectations imply (the first word on a metric stays)."""
+    for c in record.checks:
+        for e in c.evaluations:
+            if e.metric in out:
+                continue
+            spec = catalog.spec(e.metric)
+            if spec is not None:
+                out[e.metric] = spec.better
+            elif e.low is not None and e.high is None:
+                out[e.metric] = "higher"
+            elif e.high is not None and e.low is None:
+                out[e.metric] = "lower"
 
 
 def directions(records: Iterable[RunRecord]) -> dict[str, str]:
     """Better-direction by metric name: the catalogue's, else what the expectations imply."""
     out: dict[str, str] = {}
     for rec in records:
-        for c in rec.checks:
-            for e in c.evaluations:
-                if e.metric in out:
-                    continue
-                spec = catalog.spec(e.metric)
-                if spec is not None:
-                    out[e.metric] = spec.better
-                elif e.low is not None and e.high is None:
-                    out[e.metric] = "higher"
-                elif e.high is not None and e.low is None:
-                    out[e.metric] = "lower"
+        note_directions(out, rec)
     return out
 
 
@@ -115,15 +144,49 @@ def _better(name: str, implied: Mapping[str, str]) -> str:
     return spec.better if spec is not None else implied.get(name, "none")
 
 
-def analyse(outcomes: Sequence[NodeOutcome], *, suite: str, profile: str, submitted: str,
-            generated: str, settings: OutlierSettings = OutlierSettings()) -> FleetReport:
-    """Sort the nodes worst first and find the outliers."""
-    series = stats.group(samples(outcomes))
-    implied = directions(o.record for o in outcomes if o.record is not None)
-    better = {k: _better(k.metric, implied) for k in series}
-    outliers = stats.find_outliers(series, better.__getitem__, settings.threshold, settings.min_nodes,
+class FleetBuilder:
+    """Takes node outcomes one at a time and keeps only what the report needs of their runs."""
+
+    def __init__(self, *, keep_records: bool = False, junit: bool = True) -> None:
+        self._keep = keep_records
+        self._junit = junit
+        self._series = SeriesBuilder()
+        self._implied: dict[str, str] = {}
+        self._nodes: list[tuple[NodeOutcome, SuiteXml | None]] = []
+        self.with_record: set[str] = set()  # nodes whose outcome came with a run
+
+    def add(self, o: NodeOutcome, rows: Sequence[MetricRow] | None = None) -> None:
+        """One node; `rows` are its run's metrics when the run it holds lacks them (collect.load_run)."""
+        rec = o.record
+        if rec is not None:
+            self.with_record.add(o.node)
+            self._series.add_rows(o.node, o.sku, metric_rows(rec) if rows is None else rows, FOLDED_LABELS)
+            note_directions(self._implied, rec)
+        suite = node_suite(o) if self._junit else None
+        self._nodes.append((o if self._keep or rec is None else replace(o, record=None), suite))
+
+    def report(self, *, suite: str, profile: str, submitted: str, generated: str,
+               settings: OutlierSettings = OutlierSettings(), reload: Reload = _no_reload) -> FleetReport:
+        """Sort the nodes worst first and find the outliers."""
+        series = self._series.table()
+        better = {k: _better(k.metric, self._implied) for k in series}
+        outliers = series.outliers(better.__getitem__, settings.threshold, settings.min_nodes,
                                    settings.min_rel)
-    far = {o.node for o in outliers}
-    nodes = sorted(outcomes, key=lambda o: (SEVERITY[o.status], o.node not in far, natural(o.node)))
-    return FleetReport(suite, profile, submitted, generated, tuple(nodes), tuple(outliers), series,
-                       better, settings)
+        far = {o.node for o in outliers}
+        nodes = sorted(self._nodes, key=lambda p: (SEVERITY[p[0].status], p[0].node not in far,
+                                                   natural(p[0].node)))
+        junit = tuple(x for _, x in nodes if x is not None)
+        return FleetReport(suite, profile, submitted, generated, tuple(o for o, _ in nodes), tuple(outliers),
+                           series, better, settings, junit, reload)
+
+
+def analyse(outcomes: Iterable[NodeOutcome], *, suite: str, profile: str, submitted: str,
+            generated: str, settings: OutlierSettings = OutlierSettings(), keep_records: bool = True,
+            reload: Reload = _no_reload) -> FleetReport:
+    """Sort the nodes worst first and find the outliers. With `keep_records` off, the outcomes may
+    be a stream: each run is let go once read, and `reload` reads it again when an output needs it."""
+    b = FleetBuilder(keep_records=keep_records)
+    for o in outcomes:
+        b.add(o)
+    return b.report(suite=suite, profile=profile, submitted=submitted, generated=generated,
+                    settings=settings, reload=reload)

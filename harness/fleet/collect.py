@@ -10,9 +10,8 @@ skipped, errored or only recorded: never "all checks passed" unless every check 
 
 from __future__ import annotations
 
-import gc
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -26,6 +25,8 @@ from harness.report.junit import expectation_text
 from harness.results import RESULTS
 
 DRAIN_PREFIX = "harness:"
+# (check id, metric name, unit, labels, value): one measured value, as the fleet statistics read it
+MetricRow = tuple[str, str, str, Mapping[str, Any], float]
 DRAIN_REASON_MAX = 120
 
 
@@ -228,32 +229,64 @@ def load_record(run_dir: Path) -> tuple[RunRecord | None, str]:
         return None, f"{path}: unreadable: {type(e).__name__}: {e}"
 
 
-def collect(fleet_dir: Path, manifest: Manifest, seen: Mapping[str, SeenJob]) -> list[NodeOutcome]:
-    """Every node's outcome, in manifest order.
+def metric_rows(record: RunRecord) -> list[MetricRow]:
+    """Every metric of a run as a row, in check and metric order."""
+    return [(c.id, m.name, m.unit, m.labels, float(m.value)) for c in record.checks for m in c.metrics]
 
-    The cyclic garbage collector is paused while the records load: they hold no cycles, and
-    its passes over millions of new objects made a 2,000-node report grow faster than linearly.
+
+def _rows(data: Mapping[str, Any]) -> list[MetricRow]:
+    """metric_rows read straight from results.json, without building a Metric per value."""
+    rows: list[MetricRow] = []
+    for c in data.get("checks", []):
+        cid = c["id"]
+        for m in c.get("metrics", []):
+            labels = m.get("labels", {})
+            rows.append((cid, m["name"], m["unit"], labels if type(labels) is dict else dict(labels),
+                         float(m["value"])))
+    return rows
+
+
+def load_run(run_dir: Path) -> tuple[RunRecord | None, list[MetricRow], str]:
+    """A node's results.json read once for a fleet report: the run to judge, every metric as a row,
+    and why the run cannot be used ('' when it can).
+
+    The run comes without its metrics (the rows carry them: nothing that judges a node or renders
+    its junit suite reads them), except a recorded check's, whose junit case counts them. A file
+    that does not read this way is read as load_record reads it, so a broken one is reported in
+    the same words.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
+    path = run_dir / RESULTS
     try:
-        return _collect(fleet_dir, manifest, seen)
-    finally:
-        if was_enabled:
-            gc.enable()
+        data = json.loads(path.read_bytes())
+        if data.get("format_version") != FORMAT_VERSION:
+            return None, [], f"{path}: format_version {data.get('format_version')!r} is not {FORMAT_VERSION}"
+        checks = [c if c.get("status") == Status.RECORDED.value else {**c, "metrics": ()}
+                  for c in data.get("checks", [])]
+        return RunRecord.from_dict({**data, "checks": checks}), _rows(data), ""
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        record, why = load_record(run_dir)
+        return record, metric_rows(record) if record is not None else [], why
 
 
-def _collect(fleet_dir: Path, manifest: Manifest, seen: Mapping[str, SeenJob]) -> list[NodeOutcome]:
-    out = []
+def stream(fleet_dir: Path, manifest: Manifest,
+           seen: Mapping[str, SeenJob]) -> Iterator[tuple[NodeOutcome, list[MetricRow]]]:
+    """Every node's outcome and metric rows, in manifest order, one node at a time: each node's
+    results.json is read once, when the node is asked for."""
     for node in manifest.nodes:
         job = manifest.jobs[node]
         dirs = layout.run_dirs(fleet_dir, node)
-        record, problem = load_record(dirs[-1]) if dirs else (None, "")
+        record, rows, problem = load_run(dirs[-1]) if dirs else (None, [], "")
         rel = str(dirs[-1].relative_to(fleet_dir)) if dirs else None
         tail = _tail(layout.slurm_output(fleet_dir, node, job.job_id))
-        out.append(judge(node, job, seen.get(node), layout.read_exit_file(fleet_dir, node), record,
-                         rel, tail, problem))
-    return out
+        yield judge(node, job, seen.get(node), layout.read_exit_file(fleet_dir, node), record, rel, tail,
+                    problem), rows
+
+
+def reload(fleet_dir: Path, outcome: NodeOutcome) -> RunRecord | None:
+    """The run a streamed outcome was judged from, read again from its run directory."""
+    if outcome.run_dir is None:
+        return None
+    return load_record(fleet_dir / outcome.run_dir)[0]
 
 
 def counts(outcomes: Sequence[NodeOutcome]) -> dict[str, int]:

@@ -20,8 +20,8 @@ from harness.errors import UsageError
 from harness.fleet import analysis, collect, dispatch, drain, layout, progress
 from harness.fleet import report as fleet_report
 from harness.fleet.analysis import FleetReport, OutlierSettings
-from harness.fleet.collect import NodeStatus
-from harness.model import EXIT_CODES
+from harness.fleet.collect import NodeOutcome, NodeStatus
+from harness.model import EXIT_CODES, RunRecord
 from harness.platform.pushgateway import push
 from harness.platform.slurm import SlurmError
 from harness.report import prometheus as prom
@@ -88,9 +88,13 @@ def fleet_history(value: str | None) -> str | None:
     return str(path)
 
 
-def analyse_dir(fleet_dir: Path, poll: bool, settings: OutlierSettings | None = None) -> FleetReport:
+def analyse_dir(fleet_dir: Path, poll: bool, settings: OutlierSettings | None = None,
+                junit: bool = True) -> FleetReport:
     """The fleet report of a directory; with `poll`, ask Slurm for fresh job states first
-    (when Slurm cannot be asked, the states saved last are used and a warning says so)."""
+    (when Slurm cannot be asked, the states saved last are used and a warning says so).
+
+    The nodes stream: each results.json is read once and let go; what an output needs of a
+    run later (the Prometheus export) is read again. Without `junit`, no junit suites are built."""
     settings = settings or OutlierSettings()
     manifest = layout.load_manifest(fleet_dir)
     seen = None
@@ -101,9 +105,17 @@ def analyse_dir(fleet_dir: Path, poll: bool, settings: OutlierSettings | None = 
             print(f"warning: cannot ask Slurm ({e}); using the job states saved last", file=sys.stderr)
     if seen is None:
         seen = layout.load_jobs(fleet_dir)
-    outcomes = collect.collect(fleet_dir, manifest, seen)
-    return analysis.analyse(outcomes, suite=manifest.suite_name, profile=manifest.profile or "",
-                            submitted=manifest.submitted, generated=dispatch.utcnow(), settings=settings)
+    builder = analysis.FleetBuilder(junit=junit)
+    for outcome, rows in collect.stream(fleet_dir, manifest, seen):
+        builder.add(outcome, rows)
+    held = frozenset(builder.with_record)
+
+    def reload(o: NodeOutcome) -> RunRecord | None:
+        return collect.reload(fleet_dir, o) if o.node in held else None
+
+    return builder.report(suite=manifest.suite_name, profile=manifest.profile or "",
+                          submitted=manifest.submitted, generated=dispatch.utcnow(), settings=settings,
+                          reload=reload)
 
 
 def _print_summary(rep: FleetReport) -> None:
@@ -152,7 +164,7 @@ def report(fleet_dir: Path, *, drain_failed: bool = False, exports: Exports = Ex
 
 def status(fleet_dir: Path) -> int:
     """`harness fleet status`: poll once and print each node's job and state."""
-    rep = analyse_dir(fleet_dir, True, OutlierSettings())
+    rep = analyse_dir(fleet_dir, True, OutlierSettings(), junit=False)
     for n in sorted(rep.nodes, key=lambda o: analysis.natural(o.node)):
         print(f"{n.node:16} {n.job_id or '-':>8} {n.status.value:10} {n.reason}")
     c = rep.counts

@@ -6,7 +6,7 @@ lays them out, so no node name, reason or label from a run can become markup.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import median
@@ -103,12 +103,15 @@ def heat_columns(report: FleetReport) -> list[SeriesKey]:
 
 
 def heatmap(report: FleetReport, nodes: Sequence[NodeOutcome], columns: Sequence[SeriesKey],
-            medians: Mapping[SeriesKey, float]) -> Heatmap:
+            medians: Mapping[SeriesKey, float],
+            values: Mapping[SeriesKey, Mapping[str, float]] | None = None) -> Heatmap:
+    """`values`: the columns' series, when the caller has them at hand (else from the report)."""
+    vals = values if values is not None else {k: report.series[k] for k in columns}
     rows = []
     for i, n in enumerate(nodes):
         cells = []
         for j, k in enumerate(columns):
-            v = report.series[k].get(n.node)
+            v = vals[k].get(n.node)
             if v is None:
                 cells.append(HeatCell(j * CELL, "#eeeeee", f"{n.node} {k.text()}: no value"))
                 continue
@@ -142,8 +145,8 @@ def outlier_row(o: Outlier) -> dict[str, str]:
             "z": f"{o.z:+.1f}", "n": str(o.n), "better": o.better}
 
 
-def _medians(report: FleetReport, keys: Sequence[SeriesKey]) -> dict[SeriesKey, float]:
-    return {k: median(report.series[k].values()) for k in keys}
+def _medians(values: Mapping[SeriesKey, Mapping[str, float]]) -> dict[SeriesKey, float]:
+    return {k: median(v.values()) for k, v in values.items()}
 
 
 @lru_cache(maxsize=1)
@@ -161,6 +164,11 @@ def _environment() -> Environment:
 
 def render_html(report: FleetReport) -> str:
     """The fleet report as one HTML document."""
+    return "".join(html_chunks(report))
+
+
+def html_chunks(report: FleetReport) -> Iterator[str]:
+    """render_html in pieces, to be written as they come (10,000 nodes make some 30 MB)."""
     flagged = set(report.outlier_nodes)
     attention = [n for n in report.nodes if n.status is not NodeStatus.ACCEPTED or n.node in flagged]
     healthy = [n for n in report.nodes if n.status is NodeStatus.ACCEPTED and n.node not in flagged]
@@ -169,7 +177,9 @@ def render_html(report: FleetReport) -> str:
     for o in report.outliers:
         if o.key not in plot_keys and len(plot_keys) < MAX_PLOTS:
             plot_keys.append(o.key)
-    medians = _medians(report, list(dict.fromkeys([*columns, *plot_keys])))
+    # the few series drawn, each as {node: value} once (report.series may build them on demand)
+    values = {k: report.series[k] for k in dict.fromkeys([*columns, *plot_keys])}
+    medians = _medians(values)
     by_key: dict[SeriesKey, set[str]] = {}
     for o in report.outliers:
         by_key.setdefault(o.key, set()).add(o.node)
@@ -182,9 +192,9 @@ def render_html(report: FleetReport) -> str:
                     if n.status in (NodeStatus.PENDING, NodeStatus.RUNNING, NodeStatus.INCOMPLETE)],
         "outliers": [outlier_row(o) for o in report.outliers],
         "outliers_by_node": {n: len(report.outliers_of(n)) for n in flagged},
-        "heat_attention": heatmap(report, attention, columns, medians) if columns else None,
-        "heat_healthy": heatmap(report, healthy, columns, medians) if columns and healthy else None,
-        "plots": [plot(k, report.series[k], by_key[k], report.better[k], medians[k]) for k in plot_keys],
+        "heat_attention": heatmap(report, attention, columns, medians, values) if columns else None,
+        "heat_healthy": heatmap(report, healthy, columns, medians, values) if columns and healthy else None,
+        "plots": [plot(k, values[k], by_key[k], report.better[k], medians[k]) for k in plot_keys],
         "plot_w": PLOT_W, "plot_h": PLOT_H, "cell": CELL, "rowh": ROW,
     }
-    return _environment().get_template("fleet.html.j2").render(**ctx)
+    return _environment().get_template("fleet.html.j2").generate(**ctx)

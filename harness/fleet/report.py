@@ -1,23 +1,19 @@
-"""Fleet outputs: fleet.json, one junit.xml with a testsuite per node, fleet.html; written atomically.
-
-In junit.xml every testcase's classname starts with its node (`gpu001.nccl`), so each
-(classname, name) pair is distinct across the fleet: GitLab merges testcases that share one.
-"""
+"""Fleet outputs: fleet.json, one junit.xml with a testsuite per node (fleet.junit), fleet.html;
+written atomically; and each node's Prometheus samples."""
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness.fleet import junit as fleet_junit
 from harness.fleet.analysis import FleetReport
 from harness.fleet.collect import NodeOutcome, NodeStatus
-from harness.fleet.html import render_html
+from harness.fleet.html import html_chunks
 from harness.fleet.stats import Outlier
-from harness.fsutil import atomic_write_json, atomic_write_text
-from harness.report import junit as run_junit
+from harness.fsutil import atomic_write_chunks, atomic_write_json, atomic_write_text
 from harness.report import prometheus as prom
-from harness.report.junit import xml_text
 
 FORMAT_VERSION = 1
 JSON_NAME, JUNIT_NAME, HTML_NAME = "fleet.json", "junit.xml", "fleet.html"
@@ -55,54 +51,12 @@ def fleet_dict(report: FleetReport) -> dict[str, Any]:
     }
 
 
-def _job_case(suite: ET.Element, n: NodeOutcome) -> None:
-    """A testcase for the Slurm job itself: an error when it failed, skipped while not done."""
-    case = ET.SubElement(suite, "testcase", classname="slurm", name="job", time="0.000")
-    count = "skipped" if n.status in (NodeStatus.PENDING, NodeStatus.RUNNING) else "errors"
-    if count == "skipped":
-        ET.SubElement(case, "skipped", message=xml_text(f"{n.status.value.lower()}: {n.reason}"))
-    else:
-        err = ET.SubElement(case, "error", message=xml_text(n.reason), type="job")
-        err.text = xml_text(n.reason)
-    for attr in ("tests", count):
-        suite.set(attr, str(int(suite.get(attr, "0")) + 1))
-
-
-def _node_suite(root: ET.Element, n: NodeOutcome, index: int) -> None:
-    """The node's own run as a testsuite named after the node, plus a case for a job problem."""
-    # parsing the XML run_junit.render_junit just produced: trusted input
-    own = run_junit.render_junit(n.record) if n.record is not None else None
-    suite = ET.fromstring(own).find("testsuite") if own is not None else None  # noqa: S314
-    if suite is None:
-        suite = ET.Element("testsuite", tests="0", failures="0", errors="0", skipped="0", time="0.000")
-    job_failed = any(e.check == "slurm-job" for e in n.evidence)
-    if n.record is None or job_failed:
-        _job_case(suite, n)
-    node = xml_text(n.node)
-    for case in suite.iter("testcase"):
-        case.set("classname", f"{node}.{case.get('classname', '')}")
-    suite.set("name", node)
-    suite.set("hostname", xml_text(n.node))
-    suite.set("id", str(index))
-    props = suite.find("properties")
-    if props is None:
-        props = ET.Element("properties")
-        suite.insert(0, props)
-    for key, value in (("node_status", n.status.value), ("node_reason", n.reason),
-                       ("job_id", n.job_id or ""), ("job_state", n.job_state)):
-        ET.SubElement(props, "property", name=key, value=xml_text(value))
-    root.append(suite)
-
-
 def render_junit(report: FleetReport) -> str:
-    """One <testsuites> with a <testsuite> per node."""
-    root = ET.Element("testsuites", name=f"fleet {report.suite}")
-    for i, n in enumerate(report.nodes):
-        _node_suite(root, n, i)
-    for attr in ("tests", "failures", "errors"):
-        root.set(attr, str(sum(int(s.get(attr, "0")) for s in root)))
-    ET.indent(root, space="  ")
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    """One <testsuites> with a <testsuite> per node, worst node first."""
+    suites = report.junit
+    if len(suites) != len(report.nodes):  # a report built without them
+        suites = tuple(fleet_junit.node_suite(replace(n, record=report.record_of(n))) for n in report.nodes)
+    return fleet_junit.render(f"fleet {report.suite}", suites)
 
 
 def write(fleet_dir: Path, report: FleetReport) -> dict[str, Path]:
@@ -110,7 +64,7 @@ def write(fleet_dir: Path, report: FleetReport) -> dict[str, Path]:
     paths = {"json": fleet_dir / JSON_NAME, "junit": fleet_dir / JUNIT_NAME, "html": fleet_dir / HTML_NAME}
     atomic_write_json(paths["json"], fleet_dict(report))
     atomic_write_text(paths["junit"], render_junit(report))
-    atomic_write_text(paths["html"], render_html(report))
+    atomic_write_chunks(paths["html"], html_chunks(report))
     return paths
 
 
@@ -119,9 +73,10 @@ def fleet_samples(report: FleetReport, node: str) -> list[prom.Sample]:
     out: list[prom.Sample] = []
     outcome = next(n for n in report.nodes if n.node == node)
     uuids: dict[str, str] = {}
-    if outcome.record is not None:
-        out += prom.run_samples(outcome.record, node)
-        uuids = prom.gpu_uuids(outcome.record.inventory)
+    record = report.record_of(outcome)
+    if record is not None:
+        out += prom.run_samples(record, node)
+        uuids = prom.gpu_uuids(record.inventory)
     out += [prom.Sample("harness_fleet_node_status", (("node", node), ("status", s.value)),
                         1.0 if outcome.status is s else 0.0) for s in NodeStatus]
     for o in report.outliers_of(node):

@@ -11,6 +11,7 @@ import os
 import platform
 import socket
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,23 @@ from harness.platform.sysfs import SYS, read_value
 
 def collect(gpu_probe: Callable[[], dict[str, Any]] = nvml.gpu_inventory,
             pci_root: Path | None = None) -> dict[str, Any]:
-    """The whole inventory as a JSON-ready dict."""
+    """The whole inventory as a JSON-ready dict.
+
+    lsblk runs in a thread while the rest is read (NVML's start alone can take a second on a GPU
+    node without persistence mode), so the slowest probe sets the time, not their sum."""
     notes: list[str] = []
     unknown: dict[str, str] = {}
+    disk_notes: list[str] = []
+    disk_unknown: dict[str, str] = {}
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-lsblk") as pool:
+        disks = pool.submit(_block_devices, disk_notes, disk_unknown)
+        return _collect(gpu_probe, pci_root, notes, unknown,
+                        lambda: (disks.result(), disk_notes, disk_unknown))
+
+
+def _collect(gpu_probe: Callable[[], dict[str, Any]], pci_root: Path | None, notes: list[str],
+             unknown: dict[str, str],
+             disks: Callable[[], tuple[list[dict[str, Any]], list[str], dict[str, str]]]) -> dict[str, Any]:
     osr = parse.parse_os_release(read_value("/etc/os-release") or "")
     cpu = parse.parse_cpuinfo(read_value("/proc/cpuinfo") or "")
     mem = parse.parse_meminfo(read_value("/proc/meminfo") or "")
@@ -40,7 +55,9 @@ def collect(gpu_probe: Callable[[], dict[str, Any]] = nvml.gpu_inventory,
             nvml_reason = nvml_not_loadable(len(on_bus), nvml_reason)
         notes.append(nvml_reason)
         unknown["gpus"] = nvml_reason
-    block_devices = _block_devices(notes, unknown)
+    block_devices, disk_notes, disk_unknown = disks()
+    notes += disk_notes
+    unknown.update(disk_unknown)
     inv: dict[str, Any] = {
         "host": {"hostname": socket.gethostname(), "os": osr.get("PRETTY_NAME"),
                  "kernel": platform.release(), "arch": platform.machine()},

@@ -75,8 +75,8 @@ def test_duplicate_job_names_are_rejected():
 def test_plan_is_one_fio_command_with_output_and_stonewalls():
     (cmd,) = KIND.plan(FioParams(), {})
     argv = list(cmd.argv)
-    assert argv[:5] == ["fio", "--output-format=json", "--output=<raw_dir>/fio.json",
-                        "--group_reporting", "--directory=<tmpdir>"]
+    assert argv[:6] == ["fio", "--output-format=json", "--output=<raw_dir>/fio.json",
+                        "--group_reporting", "--directory=<tmpdir>", "--unlink=1"]
     assert argv.count("--stonewall") == 4 and argv.count("--time_based") == 4
     i = argv.index("--name=randread_4k")
     assert argv[i:i + 10] == ["--name=randread_4k", "--stonewall", "--rw=randread", "--bs=4096",
@@ -102,6 +102,7 @@ def test_device_argv_is_readonly_only_for_read_jobs():
     assert "--readonly" in ro and "--readonly" not in rw
     assert "--filename=/dev/x\\:1" in ro  # ':' separates fio file names; it must be escaped
     assert not any(a.startswith("--size") for a in ro)  # whole device unless size is given
+    assert "--unlink=1" not in ro + rw  # fio would unlink the device node itself
 
 
 # --- real runs ----------------------------------------------------------------------------
@@ -143,6 +144,7 @@ def test_run_keeps_raw_output_under_the_run_dir(quick_run):
 def test_run_cleans_its_files_from_the_target(quick_run):
     _out, ctx, _run_dir, target = quick_run
     assert list(target.iterdir()) == []
+    assert "--unlink=1" in ctx.tool_runs[0].argv  # fio removes its own files first
     directory = next(a for a in ctx.tool_runs[0].argv if a.startswith("--directory="))
     assert Path(directory.split("=", 1)[1]).parent == target
 
@@ -201,7 +203,7 @@ class InterruptedContext(CheckContext):
     def run_tool(self, argv, **kw):
         super().run_tool(argv, **kw)
         directory = Path(next(a for a in argv if a.startswith("--directory=")).split("=", 1)[1])
-        assert any(directory.iterdir())  # fio left its data file there
+        (directory / "w.0.0").write_bytes(b"x" * 4096)  # as a fio killed before it unlinked its file
         raise Interrupted(15)
 
 

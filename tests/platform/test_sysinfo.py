@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from harness.checks.inventory import metrics_from
@@ -123,3 +124,25 @@ def test_live_collect_reads_the_pci_tree_and_a_failing_lsblk(tmp_path, monkeypat
                                      "loaded? (NVML not loadable: Driver Not Loaded)")
     assert inv["unknown"]["block_devices"].startswith("lsblk failed (exit status 32): lsblk: failed to")
     assert inv["block_devices"] == []
+
+
+def test_lsblk_runs_while_the_gpus_are_probed(tmp_path, monkeypatch):
+    """The probes overlap: the GPU probe waits for a file the (real, slow) lsblk stand-in writes; one
+    after the other, it would give up first. Notes keep their order: the GPUs', then the disks'."""
+    started = tmp_path / "lsblk-started"
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "lsblk").write_text(f"#!/bin/sh\ntouch {started}\nsleep 0.2\necho 'no sysfs' >&2\nexit 32\n")
+    (fake / "lsblk").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+
+    def gpu_probe() -> dict:
+        deadline = time.monotonic() + 10
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return {"available": False, "reason": "lsblk ran meanwhile" if started.exists() else "lsblk waited",
+                "gpus": []}
+
+    inv = live.collect(gpu_probe=gpu_probe)
+    assert inv["nvml"]["reason"].endswith("lsblk ran meanwhile")
+    assert inv["notes"][-1].startswith("lsblk failed (exit status 32)") and "block_devices" in inv["unknown"]

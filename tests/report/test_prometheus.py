@@ -177,6 +177,9 @@ class _Fleet:
     def outliers_of(self, node: str) -> list[_Outlier]:
         return [o for o in self.outliers if o.node == node]
 
+    def record_of(self, outcome: _Outcome) -> RunRecord | None:
+        return outcome.record
+
 
 def test_fleet_outlier_zscore_names_the_family_and_has_no_unit():
     key = SeriesKey("h100", "nccl", "nccl.busbw", "GB/s",

@@ -1,0 +1,95 @@
+"""The fleet's junit.xml, one <testsuite> per node, built node by node as the runs stream past.
+
+Each node's suite is rendered while its run is in memory and kept as compressed text; its place
+in the file (the `id`, worst node first) is filled in when the fleet is sorted. Every testcase's
+classname starts with its node (`gpu001.nccl`), so each (classname, name) pair is distinct across
+the fleet: GitLab merges testcases that share one.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from harness.fleet.collect import NodeOutcome, NodeStatus
+from harness.report import junit as run_junit
+from harness.report.junit import xml_text
+
+INDENT = "  "
+_ID = "#"  # placeholder of the suite's id until the node's place is known
+_ID_ATTR = f' id="{_ID}"'
+
+
+@dataclass(frozen=True)
+class SuiteXml:
+    """One node's <testsuite>, indented as a child of <testsuites>, zlib-compressed."""
+
+    data: bytes
+    tests: int
+    failures: int
+    errors: int
+
+    def text(self, index: int) -> str:
+        # the suite's own start tag comes first and an attribute value cannot hold a bare quote,
+        # so the first ' id="#"' is the suite's
+        return zlib.decompress(self.data).decode("utf-8").replace(_ID_ATTR, f' id="{index}"', 1)
+
+
+def _job_case(suite: ET.Element, n: NodeOutcome) -> None:
+    """A testcase for the Slurm job itself: an error when it failed, skipped while not done."""
+    case = ET.SubElement(suite, "testcase", classname="slurm", name="job", time="0.000")
+    count = "skipped" if n.status in (NodeStatus.PENDING, NodeStatus.RUNNING) else "errors"
+    if count == "skipped":
+        ET.SubElement(case, "skipped", message=xml_text(f"{n.status.value.lower()}: {n.reason}"))
+    else:
+        err = ET.SubElement(case, "error", message=xml_text(n.reason), type="job")
+        err.text = xml_text(n.reason)
+    for attr in ("tests", count):
+        suite.set(attr, str(int(suite.get(attr, "0")) + 1))
+
+
+def node_suite(n: NodeOutcome) -> SuiteXml:
+    """The node's own run as a testsuite named after the node, plus a case for a job problem."""
+    # parsing the XML run_junit.render_junit just produced: trusted input
+    own = run_junit.render_junit(n.record) if n.record is not None else None
+    suite = ET.fromstring(own).find("testsuite") if own is not None else None  # noqa: S314
+    if suite is None:
+        suite = ET.Element("testsuite", tests="0", failures="0", errors="0", skipped="0", time="0.000")
+    job_failed = any(e.check == "slurm-job" for e in n.evidence)
+    if n.record is None or job_failed:
+        _job_case(suite, n)
+    node = xml_text(n.node)
+    for case in suite.iter("testcase"):
+        case.set("classname", f"{node}.{case.get('classname', '')}")
+    suite.set("name", node)
+    suite.set("hostname", xml_text(n.node))
+    suite.set("id", _ID)
+    props = suite.find("properties")
+    if props is None:
+        props = ET.Element("properties")
+        suite.insert(0, props)
+    for key, value in (("node_status", n.status.value), ("node_reason", n.reason),
+                       ("job_id", n.job_id or ""), ("job_state", n.job_state)):
+        ET.SubElement(props, "property", name=key, value=xml_text(value))
+    ET.indent(suite, space=INDENT, level=1)
+    suite.tail = None
+    text = ET.tostring(suite, encoding="unicode")
+    return SuiteXml(zlib.compress(text.encode("utf-8"), 1), *(int(suite.get(a, "0"))
+                                                             for a in ("tests", "failures", "errors")))
+
+
+def render(name: str, suites: Sequence[SuiteXml]) -> str:
+    """One <testsuites> with the nodes' suites in the order given."""
+    root = ET.Element("testsuites", name=name)
+    for attr in ("tests", "failures", "errors"):
+        root.set(attr, str(sum(getattr(s, attr) for s in suites)))
+    head = '<?xml version="1.0" encoding="UTF-8"?>\n'
+    if not suites:
+        return head + ET.tostring(root, encoding="unicode") + "\n"
+    ET.SubElement(root, "x")
+    ET.indent(root, space=INDENT)
+    start, end = ET.tostring(root, encoding="unicode").split("<x />")
+    body = f"\n{INDENT}".join(s.text(i) for i, s in enumerate(suites))
+    return head + start + body + end + "\n"
