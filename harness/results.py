@@ -211,7 +211,7 @@ def load(run_dir: Path) -> RunRecord:
     problems = validate(data)
     if problems:
         raise RecordError(path, *problems[0], more=len(problems) - 1)
-    _finite(path, data)
+    finite(path, data)
     try:
         return RunRecord.from_dict(data)
     except (KeyError, TypeError, ValueError, AttributeError) as e:  # the schema should have caught it
@@ -233,7 +233,7 @@ def load_check(path: Path) -> CheckResult:
         problems = _problems(e, data, ())
     if problems:
         raise RecordError(path, *problems[0], more=len(problems) - 1)
-    _finite(path, data)
+    finite(path, data)
     try:
         return CheckResult.from_dict(data)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
@@ -259,7 +259,7 @@ def load_validated(path: Path, schema: Any) -> Any:
     return data
 
 
-def _finite(path: Path, data: Any) -> None:
+def finite(path: Path, data: Any) -> None:
     """RecordError naming the first NaN or infinity: the harness never writes one (JSON has none)."""
     todo: list[tuple[str, Any]] = [("", data)]
     while todo:

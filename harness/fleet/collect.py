@@ -17,9 +17,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from harness import results
+from harness.errors import RecordError
 from harness.fleet import layout
 from harness.fleet.layout import Manifest, NodeJob, SeenJob
-from harness.model import FORMAT_VERSION, Outcome, RunRecord, Status
+from harness.model import Outcome, RunRecord, Status
 from harness.report.fmt import fmt_labels
 from harness.report.junit import expectation_text
 from harness.results import RESULTS
@@ -213,20 +215,39 @@ def _tail(path: Path | None, n: int = 4000) -> str:
         return f.read().decode("utf-8", errors="replace")
 
 
-def load_record(run_dir: Path) -> tuple[RunRecord | None, str]:
-    """A node's results.json, or (None, why) when it cannot be used.
+def _document(path: Path) -> dict[str, Any]:
+    """results.json read and checked against the schema, as results.load checks it (RecordError,
+    one line naming the file and the field, when anything in it is wrong).
 
-    The format version is checked and the record built; the full schema validation of
-    results.load is left out because a fleet report reads thousands of these files.
+    The walk for NaN and infinity (JSON has neither; Python's reader takes them) runs only when the
+    bytes spell one, so a fleet of clean files pays for the schema alone.
     """
+    raw = path.read_bytes()
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise RecordError(path, "", "results must be a JSON object")
+    problems = results.validate(data)
+    if problems:
+        raise RecordError(path, *problems[0], more=len(problems) - 1)
+    if b"NaN" in raw or b"Infinity" in raw:
+        results.finite(path, data)
+    return data
+
+
+def _unusable(path: Path, e: Exception) -> str:
+    if isinstance(e, RecordError):
+        return str(e)
+    return f"{path}: unreadable: {type(e).__name__}: {e}"
+
+
+def load_record(run_dir: Path) -> tuple[RunRecord | None, str]:
+    """A node's results.json, or (None, why) when it cannot be used: unreadable, or a value in it
+    that the schema refuses (someone edited it), named by file and field in one line."""
     path = run_dir / RESULTS
     try:
-        data = json.loads(path.read_bytes())
-        if data.get("format_version") != FORMAT_VERSION:
-            return None, f"{path}: format_version {data.get('format_version')!r} is not {FORMAT_VERSION}"
-        return RunRecord.from_dict(data), ""
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        return None, f"{path}: unreadable: {type(e).__name__}: {e}"
+        return RunRecord.from_dict(_document(path)), ""
+    except (OSError, RecordError, ValueError, RecursionError, KeyError, TypeError, AttributeError) as e:
+        return None, _unusable(path, e)
 
 
 def metric_rows(record: RunRecord) -> list[MetricRow]:
@@ -257,13 +278,14 @@ def load_run(run_dir: Path) -> tuple[RunRecord | None, list[MetricRow], str]:
     """
     path = run_dir / RESULTS
     try:
-        data = json.loads(path.read_bytes())
-        if data.get("format_version") != FORMAT_VERSION:
-            return None, [], f"{path}: format_version {data.get('format_version')!r} is not {FORMAT_VERSION}"
+        data = _document(path)
+    except (OSError, RecordError, ValueError, RecursionError) as e:
+        return None, [], _unusable(path, e)
+    try:
         checks = [c if c.get("status") == Status.RECORDED.value else {**c, "metrics": ()}
                   for c in data.get("checks", [])]
         return RunRecord.from_dict({**data, "checks": checks}), _rows(data), ""
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         record, why = load_record(run_dir)
         return record, metric_rows(record) if record is not None else [], why
 

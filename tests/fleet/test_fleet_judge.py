@@ -221,7 +221,8 @@ def test_an_unreadable_results_file_is_named_in_the_reason(tmp_path: Path):
     o = judge("n1", JOB, seen("COMPLETED"), {"rc": 0}, None, results_problem=problem)
     assert o.status is NodeStatus.ERRORED and o.reason.endswith(problem)
     (tmp_path / "results.json").write_text('{"format_version": 99}')
-    assert load_record(tmp_path) == (None, f"{tmp_path / 'results.json'}: format_version 99 is not 1")
+    why = f"{tmp_path / 'results.json'}: format_version: 99 is not supported (this harness reads 1)"
+    assert load_record(tmp_path) == (None, why)
 
 
 def test_plain_progress_prints_each_transition_once():

@@ -50,7 +50,7 @@ def make_fleet(root: Path, n: int) -> None:
     bad = layout.node_dir(root, "broken") / "broken-20261129T100000Z"
     bad.mkdir(parents=True)
     (bad / "results.json").write_text('{"format_version": 1, "checks": [{"id": 1}]}')
-    for nd, edit in (("odd", _odd), ("nounit", _no_unit)):  # hand-edited files: read alike both ways
+    for nd, edit in (("odd", _odd), ("nounit", _no_unit)):  # hand-edited files: refused alike both ways
         d = layout.node_dir(root, nd) / f"{nd}-20261129T100000Z"
         d.mkdir(parents=True)
         results.write(d, record(nd, 101.0))
@@ -69,7 +69,7 @@ def make_fleet(root: Path, n: int) -> None:
 
 
 def _odd(metric: dict[str, Any]) -> None:
-    """Labels as a list of pairs with a nested value, the value as text: Metric.from_dict takes them."""
+    """Labels as a list of pairs with a nested value, the value as text: the schema refuses the labels."""
     metric["labels"] = [["gpu", 0], ["path", {"a": [1, 2]}]]
     metric["value"] = "101.5"
 
@@ -111,10 +111,12 @@ def test_streamed_outputs_are_those_of_whole_records(fleet: Path, tmp_path: Path
     doc = json.loads(streamed["json"])
     by_node = {n["node"]: n for n in doc["nodes"]}
     assert doc["verdict"] == "REJECTED" and [d["node"] for d in doc["drain"]] == ["n007"]
-    assert by_node["broken"]["status"] == "ERRORED" and "unreadable: KeyError" in by_node["broken"]["reason"]
+    assert by_node["broken"]["status"] == "ERRORED" and \
+        "results.json: run_id: Field required (and 11 more)" in by_node["broken"]["reason"]
     assert by_node["waiting"]["status"] == "PENDING" and by_node["gone"]["status"] == "ERRORED"
-    assert by_node["odd"]["status"] == "ACCEPTED"
-    assert "unreadable: KeyError: 'unit'" in by_node["nounit"]["reason"]
+    assert by_node["odd"]["status"] == "ERRORED"  # the schema refuses what results.load refuses
+    assert "results.json: checks.1.metrics.0.labels: should be a valid dictionary" in by_node["odd"]["reason"]
+    assert "results.json: checks.1.metrics.0.unit: Field required" in by_node["nounit"]["reason"]
     flagged = {(o["node"], o["metric"]) for o in doc["outliers"]}
     assert {("n003", "app.bw"), ("n007", "app.bw")} <= flagged
     assert "RECORDED, not judged: 4 metric(s) measured" in streamed["junit"]  # counted, though streamed
@@ -146,7 +148,7 @@ def test_no_run_outlives_its_node_and_each_is_read_once(fleet: Path, tmp_path: P
     monkeypatch.setattr(collect, "load_run", counting)
     rep = commands.analyse_dir(fleet, poll=False)
     fleet_report.write(tmp_path, rep)
-    assert len(loaded) == 25  # every readable run once (24 and odd); broken and nounit yield none
+    assert len(loaded) == 24  # every valid run once; broken, odd and nounit yield none
     assert most_alive <= 2  # the node being read, and the one before it at most
     assert sum(r() is not None for r in loaded) == 0  # the report holds none
     assert all(n.record is None for n in rep.nodes)
