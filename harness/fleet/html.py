@@ -24,6 +24,12 @@ MAX_HEAT_COLUMNS = 30
 MAX_PLOTS = 24
 CELL, ROW = 16, 14
 PLOT_W, PLOT_H = 520, 46
+# on paper the heatmap is a table: values printed in its cells up to this many columns (A4 portrait
+# holds about ten values of 9 characters beside a node name), healthy nodes listed up to this many
+PRINT_VALUE_COLUMNS = 10
+PRINT_HEALTHY_ROWS = 40
+# the legend: how far worse than the median, and its colour
+LEGEND = (0.0, 0.05, 0.10, 0.20)
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,7 @@ class HeatCell:
     x: int
     fill: str
     title: str
+    value: str = ""  # printed in the cell on paper ('' when the node has none)
 
 
 @dataclass(frozen=True)
@@ -116,11 +123,19 @@ def heatmap(report: FleetReport, nodes: Sequence[NodeOutcome], columns: Sequence
                 cells.append(HeatCell(j * CELL, "#eeeeee", f"{n.node} {k.text()}: no value"))
                 continue
             b = badness(v, medians[k], report.better[k])
-            cells.append(HeatCell(j * CELL, colour(b), f"{n.node} {k.text()}: {fmt_value(v, k.unit)} "
-                                  f"(fleet median {fmt_value(medians[k], k.unit)})"))
+            shown = fmt_value(v, k.unit)
+            cells.append(HeatCell(j * CELL, colour(b), f"{n.node} {k.text()}: {shown} "
+                                  f"(fleet median {fmt_value(medians[k], k.unit)})", shown))
         rows.append(HeatRow(n.node, n.status.value, i * ROW, tuple(cells)))
     cols = tuple((j * CELL, k.text()) for j, k in enumerate(columns))
     return Heatmap(cols, tuple(rows), max(1, len(columns)) * CELL, max(1, len(nodes)) * ROW)
+
+
+def legend() -> list[tuple[str, str]]:
+    """(colour, words) of the heatmap's scale, at the median to 20 % or more worse, and no value."""
+    words = ["at the median", *(f"{t * 100:.0f} % worse" for t in LEGEND[1:-1]),
+             f"{LEGEND[-1] * 100:.0f} % or more worse"]
+    return [*zip([colour(t) for t in LEGEND], words, strict=True), ("#eeeeee", "no value")]
 
 
 def plot(key: SeriesKey, values: Mapping[str, float], outliers: set[str], better: str,
@@ -196,5 +211,9 @@ def html_chunks(report: FleetReport) -> Iterator[str]:
         "heat_healthy": heatmap(report, healthy, columns, medians, values) if columns and healthy else None,
         "plots": [plot(k, values[k], by_key[k], report.better[k], medians[k]) for k in plot_keys],
         "plot_w": PLOT_W, "plot_h": PLOT_H, "cell": CELL, "rowh": ROW,
+        "heat_units": [k.unit for k in columns], "legend": legend(),
+        "print_values": len(columns) <= PRINT_VALUE_COLUMNS,
+        "print_healthy": len(healthy) <= PRINT_HEALTHY_ROWS,
+        "rejected": [n for n in report.nodes if n.status is NodeStatus.REJECTED],
     }
     return _environment().get_template("fleet.html.j2").generate(**ctx)

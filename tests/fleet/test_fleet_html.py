@@ -17,7 +17,8 @@ from harness.fleet.html import badness, colour, render_html
 from harness.fleet.report import write
 
 TAGS = {"html", "head", "meta", "title", "style", "body", "main", "h1", "h2", "p", "div", "span", "table",
-        "tr", "th", "td", "a", "details", "summary", "svg", "g", "rect", "line", "circle", "text"}
+        "thead", "tbody", "tr", "th", "td", "b", "i", "a", "details", "summary", "svg", "g", "rect", "line",
+        "circle", "text"}
 CHROMIUM = Path("/usr/bin/chromium")
 
 
