@@ -63,8 +63,7 @@ def test_a_suite_step_under_observation_reaches_results_report_and_prometheus(tm
     assert "What held the work back: cpu" in html and 'class="chart"' in html and "node CPUs busy" in html
 
     prom = exposition(run_samples(RunRecord.from_dict(doc), "node1"))
-    assert 'harness_metric{check="step",name="observe.share",node="node1",resource="cpu",unit="ratio"}' \
-        in prom
+    assert 'harness_observe_share_ratio{check="step",node="node1",resource="cpu"}' in prom
 
 
 def test_dry_run_shows_the_command_or_the_equivalent_observe_line(tmp_path: Path) -> None:

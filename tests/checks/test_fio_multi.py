@@ -111,7 +111,7 @@ def test_sibling_rule_on_a_real_capture_of_three_devices():
     median = 141661858 / 1e9
     assert ev.outcome is Outcome.FAIL and ev.labels == {"job": "rr", "rw": "read", "device": "loop7"}
     assert ev.reference == pytest.approx(median) and ev.low == pytest.approx(median * 0.85)
-    assert f"{(median - 440605 / 1e9) / median * 100:.1f}% below the median" in ev.message  # 99.7%
+    assert f"{(median - 440605 / 1e9) / median * 100:.1f} % below the median" in ev.message  # 99.7%
     assert fio_multi.summary(metrics) == "rr read: 3 devices 0.00-0.15 GB/s (slowest loop7)"
 
 
@@ -163,7 +163,7 @@ def test_the_sibling_rule_flags_the_slow_device_and_passes_even_ones(loops, tmp_
     with read_iops_limits({a: 400, b: 400, slow: 400}):
         even = run_judged(KIND, p, ctx(tmp_path / "even"))
     (ev,) = even.evaluations
-    assert ev.outcome is Outcome.PASS and ev.metric == "fio.bw" and "within 15%" in ev.message
+    assert ev.outcome is Outcome.PASS and ev.metric == "fio.bw" and "within 15 %" in ev.message
     with read_iops_limits({a: 400, b: 400, slow: 100}):
         out = run_judged(KIND, p, ctx(tmp_path / "uneven"))
     (ev,) = out.evaluations

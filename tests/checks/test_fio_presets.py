@@ -97,7 +97,7 @@ def test_persist_time_on_real_fio_output():
                                                      "time_based": False, "size": "8G"}]})
     metrics, problems = persist_times(size_bound, text)
     assert metrics == [] and problems == [
-        "job seqwrite_1m: wrote 3.83 GB of 8.59 GB within its 5 s limit; no persist time"]
+        "job seqwrite_1m: wrote 3.57 GiB of 8 GiB within its 5 s limit; no persist time"]
 
 
 # --- real short runs in a temporary directory ---------------------------------------------------

@@ -93,7 +93,7 @@ def test_busbw_below_the_profile_rejects_and_names_the_row(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "FAILED nccl-8gpu" in out
     assert "nccl.busbw{dtype=float,op=all_reduce,placement=out-of-place,redop=sum,size=17179869184}: " \
-           "measured 464.6 GB/s, expected >= 470 GB/s (reference 480)" in out
+           "measured 465 GB/s, expected >= 470 GB/s (reference 480 GB/s)" in out
     assert "min 470 GB/s at 16 GiB" in (run_dir / "report.html").read_text()
 
 

@@ -36,11 +36,16 @@ def test_capture_then_a_second_run_on_the_same_machine_passes(tmp_path):
     run = harness("run", str(suite), "--profile", str(golden), "--output", str(tmp_path / "out"))
     assert run.returncode == 0, run.stdout + run.stderr
     c = audit_check(run_dirs(tmp_path / "out")[0])
-    assert c["status"] == "passed"
     outcomes = c["details"]["audit"]["outcomes"]
     assert {o["rule_source"] for o in outcomes} == {"site-golden"}  # the merged profile's name
     assert sum(o["outcome"] == "pass" for o in outcomes) >= n
-    assert {o["outcome"] for o in outcomes} <= {"pass", "skip"}  # skip: a generic rule on an unknown fact
+    # every rule the capture wrote passes on the node it came from; what it refused to bless (a clock
+    # not synchronised on this VM, say) keeps the parent's rule, and only those may warn
+    refused = set(re.findall(r"warning: not captured: (\S+) = ", cap.stdout + cap.stderr))
+    warned = {o["fact"] for o in outcomes if o["outcome"] == "warn"}
+    assert warned <= refused, (warned, refused)
+    assert {o["outcome"] for o in outcomes} <= {"pass", "skip", "warn"}  # skip: a rule on an unknown fact
+    assert c["status"] == ("warned" if warned else "passed")
     # generic's rule on THP is replaced by the golden file's (merge by fact name)
     assert [o["expected"] for o in outcomes if o["fact"] == "host.thp"] == [
         next(o["found"] for o in outcomes if o["fact"] == "host.thp")]

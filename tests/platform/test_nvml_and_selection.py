@@ -157,4 +157,4 @@ def test_auto_selection_end_to_end_dry_run(tmp_path: Path, capsys, monkeypatch):
     assert code == 0
     assert "profile h100-sxm-8x" in out
     assert "auto: found 8 x NVIDIA H100 80GB HBM3; matches the model of profile h100-sxm-8x" in out
-    assert "expect gpu.count{} each: 8..8 count" in out
+    assert "expect gpu.count{} each: [8, 8]  [fail; h100-sxm-8x (hardware)]" in out
