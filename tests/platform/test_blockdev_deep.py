@@ -6,6 +6,7 @@ process writing, and a mkfs attempted while fio writes."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -26,6 +27,45 @@ def test_ext4_past_offset_0_is_found(loops, offset_mib: int) -> None:
     msg = refusal(dev)
     assert f"ext4 signature found at offset {offset_mib * MIB} ({offset_mib} MiB" in msg
     assert head_sha(dev, 80) == before
+
+
+def _plant(dev: Path, image: bytes, offset_mib: int) -> None:
+    """Write a header made elsewhere into `dev` at a MiB offset (where a wiped partition began)."""
+    with open(dev, "r+b") as f:
+        f.seek(offset_mib * MIB)
+        f.write(image)
+        os.fsync(f.fileno())
+
+
+@pytest.mark.parametrize("offset_mib", [1, 32])
+def test_xfs_past_offset_0_is_found(loops, tmp_path: Path, offset_mib: int) -> None:
+    """An XFS made in a partition that started at OFFSET, its partition table since wiped."""
+    if not shutil.which("mkfs.xfs"):
+        pytest.skip("mkfs.xfs not found (apt-get install xfsprogs)")
+    img = tmp_path / "xfs.img"
+    with open(img, "wb") as f:
+        f.truncate(300 * MIB)  # XFS's smallest file system
+    sh("mkfs.xfs", "-q", "-f", str(img))
+    dev = loops.make(96)
+    _plant(dev, img.read_bytes()[:4 * MIB], offset_mib)  # the superblock and what follows it
+    assert sh("blkid", "-p", str(dev), check=False).returncode == 2  # invisible at offset 0
+    msg = refusal(dev)
+    assert f"xfs signature found at offset {offset_mib * MIB} ({offset_mib} MiB" in msg
+
+
+def test_an_lvm_physical_volume_past_offset_0_is_found(loops) -> None:
+    """An LVM PV label (pvcreate on a partition that started at 1 MiB), the table since wiped."""
+    if not shutil.which("pvcreate"):
+        pytest.skip("pvcreate not found (apt-get install lvm2)")
+    helper, dev = loops.make(16), loops.make(96)
+    sh("pvcreate", "-ff", "-y", "--devicesfile", "", str(helper))
+    with open(helper, "rb") as f:
+        label = f.read(MIB)
+    sh("pvremove", "-ff", "-y", "--devicesfile", "", str(helper), check=False)
+    _plant(dev, label, 1)
+    assert sh("blkid", "-p", str(dev), check=False).returncode == 2
+    msg = refusal(dev)
+    assert f"LVM2_member signature found at offset {MIB} (1 MiB" in msg
 
 
 def test_a_backup_gpt_alone_is_found(loops) -> None:
