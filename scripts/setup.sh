@@ -14,6 +14,8 @@ pkgs+=(ethtool)
 # the power_headroom check loads CPUs and memory with stress-ng during its full-system load
 pkgs+=(stress-ng)
 [ $want_test = 1 ] && pkgs+=(chromium e2fsprogs fdisk iperf3 stress-ng poppler-utils)  # poppler: pdftoppm, pdftotext
+# the data-loss guard's tests plant XFS and LVM headers past offset 0 on loop devices
+[ $want_test = 1 ] && pkgs+=(xfsprogs lvm2)
 # the storage tests run the real nvme-cli and smartctl (their errors on a node without NVMe)
 [ $want_test = 1 ] && pkgs+=(nvme-cli smartmontools)
 # the port-health tests run the real ibstat (its answer on a node without HCAs)
