@@ -77,7 +77,8 @@ class Sampler:
             for s in samples:
                 cols = self._cols.setdefault(s.gpu, {k: [None] * n for k in FIELDS})
                 for k in FIELDS:
-                    cols[k].append(getattr(s, k))
+                    v = getattr(s, k)
+                    cols[k].append(int(v) if isinstance(v, bool) else v)  # flags as 1/0: columns are numbers
                 if s.error and s.gpu not in self._lost:
                     self._lost[s.gpu] = (t, s.error)
             for cols in self._cols.values():  # a GPU missing from this reading gets a gap
