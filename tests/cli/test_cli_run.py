@@ -144,7 +144,7 @@ def test_report_rerenders_from_results(tmp_path: Path, quick):
     assert (run_dir / "report.html").stat().st_size > 1000 and (run_dir / "junit.xml").exists()
     (run_dir / "results.json").write_text('{"format_version": 99}')
     r = harness("report", str(run_dir))
-    assert r.returncode == 2 and "format_version 99 is not supported" in r.stderr
+    assert r.returncode == 2 and "format_version: 99 is not supported" in r.stderr
 
 
 def test_validate_schema_parse_list():
