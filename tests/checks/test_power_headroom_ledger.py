@@ -42,9 +42,16 @@ def test_a_killed_run_s_fio_directory_is_recorded_and_reaped_by_the_next_run(tmp
         wait_for(lambda: len(list(data.glob("harness-power-*"))) == 2, 60, "fio's directory")
         (made,) = set(data.glob("harness-power-*")) - {keep}
         (run_dir,) = [d for d in (tmp_path / "out").iterdir() if not d.name.startswith(".")]
-        ledger = json.loads((run_dir / ".running").read_text())
         st = os.lstat(made)
-        assert {"path": str(made), "dev": st.st_dev, "ino": st.st_ino} in ledger["scratch"]
+        entry = {"path": str(made), "dev": st.st_dev, "ino": st.st_ino}
+
+        def recorded() -> bool:  # the directory is made first, then recorded: wait for the ledger
+            try:
+                return entry in json.loads((run_dir / ".running").read_text()).get("scratch", [])
+            except (OSError, ValueError):
+                return False
+
+        wait_for(recorded, 30, "the ledger's record of fio's directory")
         p.send_signal(signal.SIGKILL)  # the harness only: its tools live on, its finally never runs
         p.communicate(timeout=30)
     finally:
