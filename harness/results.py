@@ -65,11 +65,7 @@ class _RunRef(TypedDict, total=False):
     verdict: str
 
 
-class _Value(TypedDict, total=False):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    run_id: str
-    started: str
-    verdict: str
+class _Value(_RunRef, total=False):
     value: float
 
 

@@ -327,6 +327,28 @@ def _gpu_flags(w: Window, pred: Callable[[Any], bool]) -> dict[int, list[bool]]:
     return out
 
 
+@dataclass(frozen=True)
+class _Worst:
+    """The GPU in a condition for the largest share of the window, its samples in that condition,
+    and every GPU in it for at least `min_share` (the worst one when none is)."""
+
+    share: float
+    gpu: int
+    samples: tuple[Any, ...]
+    devices: tuple[str, ...]
+
+
+def _worst_gpu(w: Window, pred: Callable[[Any], bool], min_share: float) -> Optional[_Worst]:
+    """None without GPU samples; a _Worst with no samples when no GPU was ever in the condition."""
+    shares = {i: _share(w.ticks, f) for i, f in _gpu_flags(w, pred).items()}
+    if not shares:
+        return None
+    worst = max(shares, key=lambda i: shares[i])
+    gs = tuple(g for t in w.ticks for g in t.gpus if g.gpu == worst and pred(g))
+    devs = tuple(f"gpu{i}" for i, s in sorted(shares.items()) if s >= min_share) or (f"gpu{worst}",)
+    return _Worst(shares[worst], worst, gs, devs)
+
+
 def _gpu_procs(w: Window) -> tuple[ProcRef, ...]:
     return _top(w.processes, lambda p: p.gpu_mem_max, lambda p: f"GPU memory {mib(p.gpu_mem_max)}")
 
@@ -349,12 +371,10 @@ def _throttling(w: Window, th: Thresholds) -> Optional[Finding]:
         return bool(g.util is not None and g.util >= th.gpu_working and g.sm_clock and g.sm_clock_max
                     and g.sm_clock < th.gpu_clock * g.sm_clock_max and g.reasons & mask)
 
-    flags = _gpu_flags(w, throttled)
-    shares = {i: _share(w.ticks, f) for i, f in flags.items()}
-    if not shares:
+    found = _worst_gpu(w, throttled, th.min_share)
+    if found is None:
         return None
-    worst = max(shares, key=lambda i: shares[i])
-    gs = [g for t in w.ticks for g in t.gpus if g.gpu == worst and throttled(g)]
+    worst, gs, devs = found.gpu, found.samples, found.devices
     if not gs:
         return Finding("throttling", 0.0, "no GPU throttled")
     clock = sum(g.sm_clock or 0.0 for g in gs) / len(gs)
@@ -363,12 +383,11 @@ def _throttling(w: Window, th: Thresholds) -> Optional[Finding]:
         reasons |= g.reasons & mask
     names = ", ".join(decode(reasons))
     temp = max((g.temp for g in gs if g.temp is not None), default=None)
-    devs = tuple(f"gpu{i}" for i, s in sorted(shares.items()) if s >= th.min_share) or (f"gpu{worst}",)
-    text = (f"gpu{worst} at {num(clock)} of {num(gs[0].sm_clock_max or 0.0)} MHz for {pct(shares[worst])} "
+    text = (f"gpu{worst} at {num(clock)} of {num(gs[0].sm_clock_max or 0.0)} MHz for {pct(found.share)} "
             f"of the window ({names})" + (f", {temp:.0f} C" if temp is not None else ""))
     if len(devs) > 1:
         text += f"; throttled too: {', '.join(d for d in devs if d != f'gpu{worst}')}"
-    return Finding("throttling", shares[worst], text, devs, _gpu_procs(w))
+    return Finding("throttling", found.share, text, devs, _gpu_procs(w))
 
 
 def _gpu_memory(w: Window, th: Thresholds) -> Optional[Finding]:
@@ -376,21 +395,18 @@ def _gpu_memory(w: Window, th: Thresholds) -> Optional[Finding]:
         return bool(g.mem_used and g.mem_total and g.mem_used >= th.gpu_mem_full * g.mem_total
                     and (g.pcie_bps or 0.0) >= th.pcie_paging_gbps * 1e9)
 
-    flags = _gpu_flags(w, paging)
-    shares = {i: _share(w.ticks, f) for i, f in flags.items()}
-    if not shares:
+    found = _worst_gpu(w, paging, th.min_share)
+    if found is None:
         return None
-    worst = max(shares, key=lambda i: shares[i])
-    gs = [g for t in w.ticks for g in t.gpus if g.gpu == worst and paging(g)]
+    worst, gs, devs = found.gpu, found.samples, found.devices
     if not gs:
         return Finding("gpu_memory", 0.0, "no GPU memory full")
     pcie = sum(g.pcie_bps or 0.0 for g in gs) / len(gs)
-    devs = tuple(f"gpu{i}" for i, s in sorted(shares.items()) if s >= th.min_share) or (f"gpu{worst}",)
     util = _mean([g.util for g in gs]) or 0.0
     used, total = mib(gs[-1].mem_used or 0.0), mib(gs[-1].mem_total or 0.0)
-    return Finding("gpu_memory", shares[worst],
+    return Finding("gpu_memory", found.share,
                    f"gpu{worst} memory full ({used} of {total}) "
-                   f"and paging over PCIe at {rate(pcie)} for {pct(shares[worst])} of the window, "
+                   f"and paging over PCIe at {rate(pcie)} for {pct(found.share)} of the window, "
                    f"busy {pct(util)}", devs, _gpu_procs(w))
 
 

@@ -39,14 +39,12 @@ def need(binary: str, package: str) -> str:
 
 
 @contextmanager
-def pushgateway(workdir: Path) -> Iterator[str]:
-    """Start a Pushgateway on a free loopback port; yield its URL; stop it (only the process we started)."""
-    exe = need(BINARY, "prometheus-pushgateway")
-    port = free_port()
-    log = open(workdir / "pushgateway.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([exe, f"--web.listen-address=127.0.0.1:{port}",
-                             f"--persistence.file={workdir / 'pushgateway.data'}"],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+def _serve(name: str, argv: list[str], workdir: Path, port: int, stop_s: float) -> Iterator[str]:
+    """Start `argv` (listening on loopback `port`); yield its URL once /-/ready answers 200; stop it
+    (only the process we started). Its output goes to WORKDIR/<name>.log."""
+    log_path = workdir / f"{name}.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -58,17 +56,28 @@ def pushgateway(workdir: Path) -> Iterator[str]:
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"pushgateway did not start: {(workdir / 'pushgateway.log').read_text()}")
+                raise RuntimeError(f"{name} did not start: {log_path.read_text()}")
             time.sleep(0.2)
         yield url
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=stop_s)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=20)
         log.close()
+
+
+@contextmanager
+def pushgateway(workdir: Path) -> Iterator[str]:
+    """Start a Pushgateway on a free loopback port; yield its URL; stop it (only the process we started)."""
+    exe = need(BINARY, "prometheus-pushgateway")
+    port = free_port()
+    argv = [exe, f"--web.listen-address=127.0.0.1:{port}",
+            f"--persistence.file={workdir / 'pushgateway.data'}"]
+    with _serve("pushgateway", argv, workdir, port, 20) as url:
+        yield url
 
 
 def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -106,32 +115,9 @@ scrape_configs:
     honor_labels: true
     static_configs: [{{targets: ["{target}"]}}]
 """)
-    log = open(workdir / "prometheus.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([exe, f"--config.file={cfg}", f"--storage.tsdb.path={workdir / 'tsdb'}",
-                             f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"prometheus did not start: {(workdir / 'prometheus.log').read_text()}")
-            time.sleep(0.2)
+    with _serve("prometheus", [exe, f"--config.file={cfg}", f"--storage.tsdb.path={workdir / 'tsdb'}",
+                               f"--web.listen-address=127.0.0.1:{port}"], workdir, port, 30) as url:
         yield url
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=20)
-        log.close()
 
 
 def api(url: str, path: str, **params: str) -> Any:
