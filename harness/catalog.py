@@ -92,6 +92,9 @@ METRICS: Mapping[str, MetricSpec] = {
     "gpu.remap_failure": MetricSpec(COUNT, L, "1 when a row remap failed"),
     "gpu.nvlink_down": MetricSpec(COUNT, L, "NVLink links present but not up"),
     "gpu.xid_critical": MetricSpec(COUNT, L, "XID events of the critical set in the kernel log"),
+    "gpu.health_growth": MetricSpec(COUNT, L, "growth of a GPU health counter across a load, label counter "
+                                    "(ecc_uncorrected, pcie_replays, nvlink_recovery, ...)"),
+    "gpu.recovery_action": MetricSpec(COUNT, L, "NVML's GPU recovery action after a load (0: none)"),
     "gpu.driver_fault": MetricSpec(COUNT, L, "driver faults without an XID number in the kernel log, "
                                    "label fault"),
     "gpu_burn.ok": MetricSpec(COUNT, H, "1 when the burn's verdict is OK and the GPU did work"),

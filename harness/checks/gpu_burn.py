@@ -37,6 +37,7 @@ from harness import catalog, siblings
 from harness.checks import gpu_identity, needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, Need, Params, PlannedCommand
 from harness.config.numbers import WholeSeconds
+from harness.engines import burn as burn_engine
 from harness.errors import ToolError, ToolMissing
 from harness.model import Finding, Metric, Outcome
 from harness.numfmt import fmt_num, fmt_value
@@ -158,8 +159,12 @@ def estimate_s(params: GpuBurnParams) -> float:
 
 
 def budget_s(params: GpuBurnParams) -> float:
+    """The outer bound on the engine. The builtin burn bounds each GPU itself (burn.SETUP_S to get
+    ready, then the burn and burn.GRACE_S) and names the one that hangs: its bound comes first."""
     if params.engine == "dcgm":
         return DCGM_LEVEL_S[params.dcgm_level]
+    if params.engine == "builtin":
+        return params.duration + burn_engine.SETUP_S + burn_engine.GRACE_S + SLACK_S
     return params.duration + SLACK_S
 
 
@@ -206,7 +211,8 @@ def run(params: GpuBurnParams, ctx: CheckContext) -> CheckOutput:
         problems += _dcgm_exercised(parsed, params)
         found = _dcgm_verdicts(parsed)
     else:
-        found = _burn_verdicts(parsed, params.engine, parsed.details.get("faults") or {})
+        found = _burn_verdicts(parsed, params.engine, parsed.details.get("faults") or {},
+                               _names(ctx.inventory.get("gpus", [])))
     details = {"engine": params.engine, **{k: v for k, v in parsed.details.items() if v not in ({}, [])}}
     return CheckOutput(parsed.metrics, tuple(problems), details, _summary(parsed.metrics, params),
                        findings=found)
@@ -254,26 +260,44 @@ def _coverage(parsed: ParseResult, ctx: CheckContext, params: GpuBurnParams) -> 
     return []
 
 
-def _burn_verdicts(parsed: ParseResult, engine: str,
-                   faults: Mapping[str, str] | None = None) -> tuple[Finding, ...]:
+def _names(gpus: Sequence[Mapping[str, Any]]) -> dict[int, str]:
+    """GPU index -> 'GPU 3 (00000000:4B:00.0)': how a finding names a GPU an operator must find."""
+    return {i: f"GPU {i}" + (f" ({g['pci_bus_id']})" if g.get("pci_bus_id") else "")
+            for i, g in enumerate(gpus)}
+
+
+def _burn_verdicts(parsed: ParseResult, engine: str, faults: Mapping[str, str] | None = None,
+                   names: Mapping[int, str] | None = None) -> tuple[Finding, ...]:
     """GPUs with computation errors (or the builtin burn's `faults`: memory pattern, reference,
-    cross-GPU disagreement) fail; one pass row when all were OK."""
-    if not parsed.valid:
-        return ()
+    cross-GPU disagreement) fail, and so do GPUs that hung or died during the burn (details.dead),
+    also when the run is not whole: the others' errors are still judged. One pass row when all
+    were OK and the run was whole."""
     errors = {m.labels["gpu"]: m.value for m in parsed.metrics if m.name == "gpu_burn.errors"}
+    dead = parsed.details.get("dead") or {}
     out = []
     oks = [m for m in parsed.metrics if m.name == "gpu_burn.ok"]
     for m in oks:
-        if m.value < 1:
-            n = errors.get(m.labels["gpu"])
-            why = f"{n:,.0f} computation errors" if n else "computation errors, not in the output kept"
+        if m.value >= 1:
+            continue
+        g = m.labels["gpu"]
+        who = (names or {}).get(int(g), f"GPU {g}") if isinstance(g, int) else f"GPU {g}"
+        n = errors.get(g)
+        if str(g) in dead:
+            why = f"did not finish the burn: {dead[str(g)]}"
+        elif n:
             word = "FAULTY" if engine == "gpu-burn" else "products differ from the first"
-            if not n and (faults or {}).get(str(m.labels["gpu"])):
-                word, why = "wrong results", str((faults or {})[str(m.labels["gpu"])])
-            out.append(Finding(metric="gpu_burn.ok", labels=m.labels, outcome=Outcome.FAIL,
-                               measured=m.value, unit=COUNT, reference=1.0, low=1.0,
-                               message=f"GPU {m.labels['gpu']}: {word} ({why})", source=SOURCE))
-    if oks and not out:
+            why = f"{word} ({n:,.0f} computation errors)"
+        elif (faults or {}).get(str(g)):
+            why = f"wrong results ({(faults or {})[str(g)]})"
+        elif parsed.valid:
+            word = "FAULTY" if engine == "gpu-burn" else "products differ from the first"
+            why = f"{word} (computation errors, not in the output kept)"
+        else:
+            continue  # not OK because the run was not whole: the problems say why (ERRORED)
+        out.append(Finding(metric="gpu_burn.ok", labels=m.labels, outcome=Outcome.FAIL,
+                           measured=m.value, unit=COUNT, reference=1.0, low=1.0,
+                           message=f"{who}: {why}", source=SOURCE))
+    if oks and not out and parsed.valid:
         out.append(Finding(metric="gpu_burn.ok", outcome=Outcome.PASS, measured=1.0, unit=COUNT,
                            reference=1.0, low=1.0, reduce="min",
                            message=f"all {len(oks)} GPUs OK, no computation errors", source=SOURCE))
