@@ -66,6 +66,9 @@ class GpuBurnParams(TelemetryParams, Params):
     backend: Literal["auto", "torch", "cupy", "numpy"] = Field(
         "auto", description="builtin engine: auto = PyTorch, else CuPy; numpy burns the CPU (tests)")
     size: Optional[int] = Field(None, ge=16, le=65536, description="builtin engine: matrix side")
+    hang_grace: WholeSeconds = Field(
+        int(burn_engine.GRACE_S), ge=1, le=3600, description="builtin engine: seconds a GPU may overrun "
+        "its burn time (counted from its own readiness) before it is reported hung")
     binary: str = Field("gpu_burn", description="path or name of wilicc/gpu-burn's gpu_burn")
     compare_kernel: Optional[str] = Field(
         None, description="compare.ptx for gpu_burn -c; default: compare.ptx next to the binary, if any")
@@ -137,7 +140,7 @@ def build_argv(params: GpuBurnParams, kernel: Optional[str] = None) -> list[str]
         return ["dcgmi", "diag", "-r", str(params.dcgm_level), "-j"]
     if params.engine == "builtin":
         argv = [sys.executable, "-m", "harness.engines.burn", "--seconds", str(params.duration),
-                "--dtype", params.dtype, "--backend", params.backend]
+                "--dtype", params.dtype, "--backend", params.backend, "--grace", str(params.hang_grace)]
         return argv + (["--size", str(params.size)] if params.size else [])
     argv = [params.binary]
     if params.doubles:
@@ -164,7 +167,7 @@ def budget_s(params: GpuBurnParams) -> float:
     if params.engine == "dcgm":
         return DCGM_LEVEL_S[params.dcgm_level]
     if params.engine == "builtin":
-        return params.duration + burn_engine.SETUP_S + burn_engine.GRACE_S + SLACK_S
+        return params.duration + burn_engine.SETUP_S + params.hang_grace + SLACK_S
     return params.duration + SLACK_S
 
 

@@ -150,6 +150,7 @@ def run_children(argvs: Mapping[int, Sequence[str]], burn_s: float,
     for t in readers.values():
         t.start()
     left = dict(procs)
+    abandoned: set[int] = set()
     while left:
         now = time.monotonic()
         for d, p in list(left.items()):
@@ -173,12 +174,13 @@ def run_children(argvs: Mapping[int, Sequence[str]], burn_s: float,
             try:
                 p.wait(timeout=kill_wait_s)
             except subprocess.TimeoutExpired:
+                abandoned.add(d)
                 out({"event": "note", "gpu": d, "message": f"its process did not die within "
                      f"{kill_wait_s:g} s of SIGKILL (uninterruptible: the GPU or its driver is hung); "
                      "left behind"})
         time.sleep(POLL_S)
-    for t in readers.values():
-        t.join(timeout=5)
+    for d, t in readers.items():
+        t.join(timeout=0 if d in abandoned else 5)  # a left-behind child keeps its pipe open
     for d, p in procs.items():
         with lock:
             errs[d].seek(0)

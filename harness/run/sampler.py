@@ -175,7 +175,9 @@ def observe(kind: CheckKind, params: Any, ctx: CheckContext,
         "sample_cost_ms": round(series.sample_cost_s * 1000, 3)}
     if sampler.error:
         summary["error"] = sampler.error
-    found = (*out.findings, *telemetry_metrics.findings(series))
+    named = {f.labels.get("gpu") for f in out.findings if f.metric == "gpu.lost"}  # the kind said it
+    found = (*out.findings, *(f for f in telemetry_metrics.findings(series)
+                              if not (f.metric == "gpu.lost" and f.labels.get("gpu") in named)))
     details = {**out.details, "telemetry": summary}
     if before is not None and after is not None:
         grown, judged = afterload.judge(before, after, time.monotonic() - t0, critical, tuple(series.lost))

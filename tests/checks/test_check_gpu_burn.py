@@ -15,9 +15,10 @@ from judging import run_judged
 from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
-from harness.checks.gpu_burn import KIND, GpuBurnParams, build_argv, resolved
+from harness.checks.gpu_burn import KIND, GpuBurnParams, _burn_verdicts, build_argv, resolved
 from harness.errors import ToolError, ToolMissing
 from harness.model import Outcome
+from harness.parsers import burnlog
 
 DATA = Path(__file__).parents[1] / "data"
 
@@ -261,3 +262,31 @@ def test_an_engine_whose_cuda_order_differs_from_nvml_is_an_invalid_run():
     assert cuda_order_problems(["0000:18:00.0", "0000:2a:00.0"], gpus) == []
     (p,) = cuda_order_problems(["0000:2a:00.0", "0000:18:00.0", None], gpus)[:1]
     assert p.startswith("CUDA device 0 is the GPU at 0000:2a:00.0, but NVML's GPU 0 is at 00000000:18:00.0")
+
+
+def test_a_hung_gpu_and_a_faulty_sibling_both_fail_by_name_in_an_incomplete_run():
+    """The issue's case: GPU 2 with 3 computation errors plus GPU 3 hung. Before: the parse was
+    invalid, so no finding at all and the node ended ERRORED (exit 3, never drained)."""
+    def result(gpu: int, errors: int = 0) -> str:
+        return (f'{{"event": "result", "gpu": {gpu}, "iterations": 100, "verified": 10, "errors": {errors}, '
+                f'"tflops": 700.0, "digest": "aa", "name": "NVIDIA H200"}}\n')
+
+    text = ('{"event": "start", "backend": "torch", "dtype": "bf16", "devices": [0, 1, 2, 3]}\n'
+            + result(0) + result(1) + result(2, errors=3)
+            + '{"event": "error", "gpu": 3, "message": "hung: no result 630 s after it began burning; '
+              'its process was killed (the other GPUs\' results are kept)"}\n{"event": "done"}\n')
+    parsed = burnlog.parse(text)
+    assert not parsed.valid
+    found = _burn_verdicts(parsed, "builtin", parsed.details["faults"],
+                           {3: "GPU 3 (00000000:4B:00.0)", 2: "GPU 2 (00000000:3A:00.0)"})
+    assert [(f.labels["gpu"], f.outcome, f.message) for f in found] == [
+        (2, Outcome.FAIL, "GPU 2 (00000000:3A:00.0): products differ from the first (3 computation errors)"),
+        (3, Outcome.FAIL, "GPU 3 (00000000:4B:00.0): did not finish the burn: hung: no result 630 s after it "
+                          "began burning; its process was killed (the other GPUs' results are kept)")]
+
+
+def test_every_gpu_burn_process_dying_names_no_gpu(tmp_path: Path):
+    """All processes died at start ("No clients are alive!"): gpu_burn or the environment failed, not
+    one GPU; nothing is named and the check stays ERRORED (real T4 output)."""
+    out = burn(tmp_path, "gpu_burn_t4_init_error_DIED_no_clients_alive.txt", 1, rc=1)
+    assert out.problems and out.findings == () and out.details.get("dead") is None

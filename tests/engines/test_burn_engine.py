@@ -122,7 +122,7 @@ def test_parser_edges():
 def test_kind_with_the_builtin_engine_on_numpy(tmp_path: Path):
     params = GpuBurnParams(engine="builtin", backend="numpy", dtype="fp32", duration=1, size=32)
     assert build_argv(params)[1:] == ["-m", "harness.engines.burn", "--seconds", "1", "--dtype", "fp32",
-                                      "--backend", "numpy", "--size", "32"]
+                                      "--backend", "numpy", "--grace", "30", "--size", "32"]
     ctx = CheckContext("b", tmp_path, 60, False, False, {"gpus": [{"index": 0}]}, logging.getLogger("t"))
     out = run_judged(KIND, params, ctx)
     assert out.problems == ()
