@@ -21,6 +21,7 @@ by the engine. The sibling rule flags a GPU whose TFLOPS is far below the others
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
@@ -38,7 +39,7 @@ from harness.checks import gpu_identity, needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, Need, Params, PlannedCommand
 from harness.config.numbers import WholeSeconds
 from harness.engines import burn as burn_engine
-from harness.errors import ToolError, ToolMissing
+from harness.errors import ToolError, ToolMissing, ToolTimeout
 from harness.model import Finding, Metric, Outcome
 from harness.numfmt import fmt_num, fmt_value
 from harness.parsers import burnlog, dcgm, gpuburn
@@ -193,21 +194,28 @@ def run(params: GpuBurnParams, ctx: CheckContext) -> CheckOutput:
     ctx.progress(f"{params.engine}: about {estimate_s(params):.0f} s")
     # CUDA ordinal i = NVML's GPU i (the inventory's numbering): bus order, every GPU by UUID
     env = None if params.engine == "dcgm" else gpu_identity.cuda_env(ctx.inventory.get("gpus", []))
+    extra: list[str] = []
     try:
         res = ctx.run_tool(argv, name=params.engine, timeout_s=budget_s(params), env=env, check_rc=False)
+    except ToolTimeout as e:
+        if params.engine != "builtin":
+            raise
+        parsed = _cut_off(ctx, e)  # the engine's own bounds did not end it: keep what it said
+        extra.append(str(e))
+    else:
+        if res.interrupted:
+            raise ToolError(f"{params.engine}: interrupted; its process group was killed", argv=res.argv)
+        text = res.stdout() + "\n" + res.stderr()
+        parser = {"dcgm": dcgm.parse, "builtin": burnlog.parse}.get(params.engine, gpuburn.parse)
+        parsed = parser(text if params.engine != "builtin" else res.stdout())
+        if not parsed.metrics and res.rc != 0:  # nothing to judge: the tool itself failed
+            why = "; ".join(parsed.problems[:2]) or res.tail(300) or "no output"
+            raise ToolError(f"{params.engine}: exit {res.rc}: {why}", argv=res.argv, rc=res.rc,
+                            output_tail=res.tail())
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-    if res.interrupted:
-        raise ToolError(f"{params.engine}: interrupted; its process group was killed", argv=res.argv)
-    text = res.stdout() + "\n" + res.stderr()
-    parser = {"dcgm": dcgm.parse, "builtin": burnlog.parse}.get(params.engine, gpuburn.parse)
-    parsed = parser(text if params.engine != "builtin" else res.stdout())
-    if not parsed.metrics and res.rc != 0:  # nothing to judge: the tool itself failed
-        why = "; ".join(parsed.problems[:2]) or res.tail(300) or "no output"
-        raise ToolError(f"{params.engine}: exit {res.rc}: {why}", argv=res.argv, rc=res.rc,
-                        output_tail=res.tail())
-    problems = list(parsed.problems) + _coverage(parsed, ctx, params)
+    problems = [*extra, *parsed.problems, *_coverage(parsed, ctx, params)]
     problems += gpu_identity.cuda_order_problems(parsed.details.get("pci_bus_ids") or [],
                                                  ctx.inventory.get("gpus", []))
     if params.engine == "dcgm":
@@ -219,6 +227,27 @@ def run(params: GpuBurnParams, ctx: CheckContext) -> CheckOutput:
     details = {"engine": params.engine, **{k: v for k, v in parsed.details.items() if v not in ({}, [])}}
     return CheckOutput(parsed.metrics, tuple(problems), details, _summary(parsed.metrics, params),
                        findings=found)
+
+
+def _cut_off(ctx: CheckContext, e: ToolTimeout) -> ParseResult:
+    """The builtin burn's output up to its outer timeout: the GPUs that reported keep their results,
+    the ones that did not are named hung (the engine bounds each GPU itself, so only a GPU or driver
+    that hangs the engine's own process gets here). ToolTimeout again when it never started."""
+    run = ctx.tool_runs[-1]
+    try:
+        text = (ctx.run_dir / run.stdout_file).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        raise e from None
+    first = burnlog.parse(text)
+    devices = first.details.get("devices") or []
+    if not devices:
+        raise e
+    said = burnlog.reported(text)
+    why = (f"hung: no result when the burn's outer bound of {run.duration_s:.0f} s ran out; the engine "
+           "was killed")
+    late = "".join(json.dumps({"event": "error", "gpu": d, "message": why}) + "\n"
+                   for d in devices if d not in said)
+    return burnlog.parse(text + "\n" + late)
 
 
 def verdicts(params: GpuBurnParams, hardware: Mapping[str, Any]) -> list[str]:

@@ -37,6 +37,12 @@ def _events(text: str) -> list[dict[str, Any]]:
     return out
 
 
+def reported(text: str) -> set[int]:
+    """The devices that printed a result or an error."""
+    return {e["gpu"] for e in _events(text)
+            if e["event"] in ("result", "error") and isinstance(e.get("gpu"), int)}
+
+
 def cross_check(results: dict[int, dict[str, Any]]) -> dict[int, str]:
     """GPU -> why its first product disagrees with the other GPUs of its model (same inputs)."""
     out: dict[int, str] = {}

@@ -15,9 +15,9 @@ from judging import run_judged
 from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
-from harness.checks.gpu_burn import KIND, GpuBurnParams, _burn_verdicts, build_argv, resolved
-from harness.errors import ToolError, ToolMissing
-from harness.model import Outcome
+from harness.checks.gpu_burn import KIND, GpuBurnParams, _burn_verdicts, _cut_off, build_argv, resolved
+from harness.errors import ToolError, ToolMissing, ToolTimeout
+from harness.model import Outcome, ToolRun
 from harness.parsers import burnlog
 
 DATA = Path(__file__).parents[1] / "data"
@@ -290,3 +290,20 @@ def test_every_gpu_burn_process_dying_names_no_gpu(tmp_path: Path):
     one GPU; nothing is named and the check stays ERRORED (real T4 output)."""
     out = burn(tmp_path, "gpu_burn_t4_init_error_DIED_no_clients_alive.txt", 1, rc=1)
     assert out.problems and out.findings == () and out.details.get("dead") is None
+
+
+def test_the_builtin_burns_outer_timeout_keeps_the_results_and_names_the_silent_gpus(tmp_path: Path):
+    """Before: a ToolTimeout threw away every GPU's results and named no GPU (ERRORED)."""
+    c = ctx(tmp_path, 3)
+    raw = tmp_path / "raw" / "burn"
+    raw.mkdir(parents=True)
+    (raw / "01-builtin.stdout").write_text(
+        '{"event": "start", "backend": "torch", "dtype": "bf16", "devices": [0, 1, 2]}\n'
+        '{"event": "result", "gpu": 0, "iterations": 100, "verified": 10, "errors": 0, "tflops": 700.0}\n'
+        '{"event": "error", "gpu": 2, "message": "RuntimeError: CUDA error: an illegal memory access"}\n')
+    c.tool_runs.append(ToolRun(("python",), None, 870.0, "raw/burn/01-builtin.stdout", "raw/burn/x", True))
+    parsed = _cut_off(c, ToolTimeout("python -m harness.engines.burn: timed out after 870 s"))
+    assert parsed.details["dead"] == {
+        "1": "hung: no result when the burn's outer bound of 870 s ran out; the engine was killed",
+        "2": "RuntimeError: CUDA error: an illegal memory access"}
+    assert [m.value for m in parsed.metrics if m.name == "gpu_burn.ok"] == [1.0, 0.0, 0.0]
