@@ -68,6 +68,7 @@ class _Worker:
 
     def __init__(self) -> None:
         self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], dict[str, Any], threading.Event]] | None = None
+        self._lock = threading.Lock()  # one call at a time: a call queued behind a hung one is not timed
 
     @staticmethod
     def _serve(jobs: queue.SimpleQueue[tuple[Callable[[], Any], dict[str, Any], threading.Event]]) -> None:
@@ -81,6 +82,14 @@ class _Worker:
 
     def call(self, fn: Callable[[], T], timeout_s: float) -> T:
         """fn() in the worker thread; TimeoutError when it has not returned within `timeout_s`."""
+        if not self._lock.acquire(timeout=timeout_s):
+            raise TimeoutError(f"NVML busy with another call for {timeout_s:g} s")
+        try:
+            return self._call(fn, timeout_s)
+        finally:
+            self._lock.release()
+
+    def _call(self, fn: Callable[[], T], timeout_s: float) -> T:
         if self._jobs is None:
             self._jobs = queue.SimpleQueue()
             threading.Thread(target=self._serve, args=(self._jobs,), name="harness-nvml", daemon=True).start()
