@@ -78,6 +78,14 @@ def _rule(counter: str, n: int, seconds: float) -> tuple[Outcome, float | None, 
     return None
 
 
+def verdicts() -> list[str]:
+    """The built-in verdicts of every check that loads the node, as --dry-run lines."""
+    return ["on a node with GPUs, health is read before and after this load: uncorrectable ECC errors, "
+            "rows remapped or pages retired for them, an NVLink recovery, PCIe replays above "
+            f"{PCIE_REPLAYS_PER_MIN:g} a minute, a new critical XID, a recovery action, a gate finding "
+            "that appeared, or a GPU lost fail that GPU; NVLink CRC/replay errors warn"]
+
+
 def judge(before: Reading, after: Reading, seconds: float, critical: Sequence[int],
           lost: Sequence[int] = ()) -> tuple[tuple[Metric, ...], tuple[Finding, ...]]:
     """Metrics and findings of what a load of `seconds` did; `lost`: GPUs the telemetry already named."""

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from harness.checks import config_audit
+from harness.checks import afterload, config_audit
 from harness.compare import OwnRule, Rule, applicable, band, describe_band, describe_rule
 from harness.config.factrule import plan_lines
 from harness.config.models import Expectation, Profile
@@ -220,7 +220,7 @@ def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profil
             lines.append(f"   $ {shlex.join(cmd.argv)}" + (f"   # {cmd.note}" if cmd.note else ""))
         own = pc.own_rules
         built_in = [*(c.kind.verdicts(c.params, hardware) if c.kind.verdicts else ()),
-                    *telemetry.verdicts(c.params)]
+                    *telemetry.verdicts(c.params), *(afterload.verdicts() if c.kind.loads_node else ())]
         if c.kind.name == config_audit.NAME:
             lines += plan_lines(profile.profile.name, profile.profile.config, getattr(c.params, "rules", []))
         elif not pc.rules and not own and not built_in:
