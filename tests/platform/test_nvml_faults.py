@@ -167,3 +167,13 @@ def test_an_inventory_on_a_hung_gpu_is_bounded_and_keeps_its_address(monkeypatch
     assert inv["available"] is True
     assert inv["gpus"][1]["error"].startswith("GPU is hung: NVML did not answer")
     assert inv["gpus"][0]["name"] == "NVIDIA H200"
+
+
+def test_nvml_that_does_not_initialise_is_bounded_and_says_so(monkeypatch, hung_calls_released):
+    install(monkeypatch, [FakeGpu()], hang_init=True)
+    monkeypatch.setattr(nvml, "CALL_TIMEOUT_S", 0.2)
+    t0 = time.monotonic()
+    inv = nvml.gpu_inventory()
+    assert time.monotonic() - t0 < 2.0
+    assert inv == {"available": False, "gpus": [],
+                   "reason": "NVML did not answer nvmlInit within 0.2 s: the driver is hung"}

@@ -96,7 +96,7 @@ class FakeGpu:
 
 
 def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550.90.12",
-           temperature_v: bool = False) -> types.ModuleType:
+           temperature_v: bool = False, hang_init: bool = False) -> types.ModuleType:
     """A fake `pynvml` module over these GPUs (handles are GPU indices). `temperature_v`: the binding
     has nvmlDeviceGetTemperatureV and no longer nvmlDeviceGetTemperature (nvidia-ml-py 13+)."""
     m = types.ModuleType("pynvml")
@@ -131,6 +131,8 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
         return i
 
     def init() -> None:
+        if hang_init:  # the driver does not answer at all
+            _RELEASE.wait()
         if fail_init:
             raise NVMLError(999)
 
