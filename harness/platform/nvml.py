@@ -16,14 +16,13 @@ each sample says which it was.
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
 from harness.errors import HarnessError
+from harness.platform.bounded import Worker
 
 T = TypeVar("T")
 CALL_TIMEOUT_S = 10.0  # one GPU's reading that takes longer: the driver is hung on that GPU
@@ -59,49 +58,6 @@ _FI_DEV_GET_GPU_RECOVERY_ACTION = 230  # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (r5
 
 class NvmlUnavailable(HarnessError):
     """NVML could not be loaded or initialised; carries the reason."""
-
-
-class _Worker:
-    """Runs NVML calls in a daemon thread so that every wait is bounded: a call on a hung driver
-    (the thread sits in uninterruptible sleep) is abandoned with its thread after `timeout_s`, and
-    the next call gets a fresh thread."""
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], dict[str, Any], threading.Event]] | None = None
-        self._lock = threading.Lock()  # one call at a time: a call queued behind a hung one is not timed
-
-    @staticmethod
-    def _serve(jobs: queue.SimpleQueue[tuple[Callable[[], Any], dict[str, Any], threading.Event]]) -> None:
-        while True:
-            fn, box, done = jobs.get()
-            try:
-                box["value"] = fn()
-            except BaseException as e:  # handed to the caller, which re-raises it
-                box["error"] = e
-            done.set()
-
-    def call(self, fn: Callable[[], T], timeout_s: float) -> T:
-        """fn() in the worker thread; TimeoutError when it has not returned within `timeout_s`."""
-        if not self._lock.acquire(timeout=timeout_s):
-            raise TimeoutError(f"NVML busy with another call for {timeout_s:g} s")
-        try:
-            return self._call(fn, timeout_s)
-        finally:
-            self._lock.release()
-
-    def _call(self, fn: Callable[[], T], timeout_s: float) -> T:
-        if self._jobs is None:
-            self._jobs = queue.SimpleQueue()
-            threading.Thread(target=self._serve, args=(self._jobs,), name="harness-nvml", daemon=True).start()
-        box: dict[str, Any] = {}
-        done = threading.Event()
-        self._jobs.put((fn, box, done))
-        if not done.wait(timeout_s):
-            self._jobs = None  # that thread is stuck in the driver: leave it, the next call starts another
-            raise TimeoutError(f"no answer within {timeout_s:g} s")
-        if "error" in box:
-            raise box["error"]
-        return box["value"]  # type: ignore[no-any-return]
 
 
 class _Lost(Exception):
@@ -219,7 +175,7 @@ class NvmlSession:
             raise NvmlUnavailable(f"nvidia-ml-py not installed ({e})") from e
         self._nv: Any = pynvml
         self.timeout_s = CALL_TIMEOUT_S if timeout_s is None else timeout_s
-        self._worker = _Worker()
+        self._worker = Worker()
         self.hung: dict[int, str] = {}  # index -> why: the GPU's reading did not return
         try:
             self._bounded(pynvml.nvmlInit, "nvmlInit")
