@@ -87,8 +87,10 @@ def verdicts() -> list[str]:
 
 
 def judge(before: Reading, after: Reading, seconds: float, critical: Sequence[int],
-          lost: Sequence[int] = ()) -> tuple[tuple[Metric, ...], tuple[Finding, ...]]:
-    """Metrics and findings of what a load of `seconds` did; `lost`: GPUs the telemetry already named."""
+          lost: Sequence[int] = (), names: Mapping[int, str] | None = None,
+          ) -> tuple[tuple[Metric, ...], tuple[Finding, ...]]:
+    """Metrics and findings of what a load of `seconds` did; `lost`: GPUs the telemetry already named;
+    `names`: how a lost GPU is named ('GPU 3 (00000000:4B:00.0)')."""
     metrics: list[Metric] = []
     found: list[Finding] = []
     was = {h.gpu: h for h in before.health}
@@ -102,7 +104,8 @@ def judge(before: Reading, after: Reading, seconds: float, critical: Sequence[in
             if b.gpu not in lost:
                 found.append(Finding(metric="gpu.lost", labels=lab, outcome=Outcome.FAIL, measured=1.0,
                                      unit=COUNT, high=0.0, source=SOURCE,
-                                     message=f"GPU {b.gpu} does not answer NVML after the load: {b.error}"))
+                                     message=f"{(names or {}).get(b.gpu, f'GPU {b.gpu}')} does not "
+                                     f"answer NVML after the load: {b.error}"))
             continue
         for counter, n in _counters(a, b).items():
             if n is None:

@@ -223,7 +223,7 @@ def run(params: GpuBurnParams, ctx: CheckContext) -> CheckOutput:
         found = _dcgm_verdicts(parsed)
     else:
         found = _burn_verdicts(parsed, params.engine, parsed.details.get("faults") or {},
-                               _names(ctx.inventory.get("gpus", [])))
+                               gpu_identity.names(ctx.inventory.get("gpus", [])))
     details = {"engine": params.engine, **{k: v for k, v in parsed.details.items() if v not in ({}, [])}}
     return CheckOutput(parsed.metrics, tuple(problems), details, _summary(parsed.metrics, params),
                        findings=found)
@@ -290,12 +290,6 @@ def _coverage(parsed: ParseResult, ctx: CheckContext, params: GpuBurnParams) -> 
         return [f"{params.engine} reported {len(seen)} of the {expected} GPUs NVML sees; missing "
                 f"GPU {', '.join(map(str, missing))}"]
     return []
-
-
-def _names(gpus: Sequence[Mapping[str, Any]]) -> dict[int, str]:
-    """GPU index -> 'GPU 3 (00000000:4B:00.0)': how a finding names a GPU an operator must find."""
-    return {i: f"GPU {i}" + (f" ({g['pci_bus_id']})" if g.get("pci_bus_id") else "")
-            for i, g in enumerate(gpus)}
 
 
 def _burn_verdicts(parsed: ParseResult, engine: str, faults: Mapping[str, str] | None = None,

@@ -246,9 +246,10 @@ def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
             details["xid_events"] = parsed.details.get("events", [])[:20]
             fm, fault_findings = driver_fault_findings(parsed.metrics, ctx.inventory.get("gpus", []))
             metrics += fm
+    named = gpu_identity.names(ctx.inventory.get("gpus", []))
     own = [Finding(metric="gpu.lost", labels={"gpu": h.gpu}, outcome=Outcome.FAIL, measured=1.0, unit=COUNT,
-                   high=0.0, message=f"GPU {h.gpu} does not answer NVML: {h.error}", source=SOURCE)
-           for h in lost]
+                   high=0.0, message=f"{named.get(h.gpu, f'GPU {h.gpu}')} does not answer NVML: {h.error}",
+                   source=SOURCE) for h in lost]
     own += _verdicts(found, len(health) - len(lost))
     own += fault_findings
     inventory_gpus = ctx.inventory.get("gpus", [])

@@ -33,6 +33,12 @@ def cuda_env(gpus: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     return env
 
 
+def names(gpus: Sequence[Mapping[str, Any]]) -> dict[int, str]:
+    """GPU index -> 'GPU 3 (00000000:4B:00.0)': how a finding names a GPU an operator must find."""
+    return {i: f"GPU {i}" + (f" ({g['pci_bus_id']})" if g.get("pci_bus_id") else "")
+            for i, g in enumerate(gpus)}
+
+
 def cuda_order_problems(reported: Sequence[Any], gpus: Sequence[Mapping[str, Any]]) -> list[str]:
     """CUDA ordinal i must be the GPU NVML calls i: compare the PCI bus ids an engine reports."""
     out = []

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.checks import afterload, gpu_health
+from harness.checks import afterload, gpu_health, gpu_identity
 from harness.checks.base import CheckContext, CheckKind, CheckOutput
 from harness.errors import ToolError
 from harness.parsers import xid as xid_parser
@@ -176,11 +176,13 @@ def observe(kind: CheckKind, params: Any, ctx: CheckContext,
     if sampler.error:
         summary["error"] = sampler.error
     named = {f.labels.get("gpu") for f in out.findings if f.metric == "gpu.lost"}  # the kind said it
-    found = (*out.findings, *(f for f in telemetry_metrics.findings(series)
+    names = gpu_identity.names(ctx.inventory.get("gpus", []))
+    found = (*out.findings, *(f for f in telemetry_metrics.findings(series, names)
                               if not (f.metric == "gpu.lost" and f.labels.get("gpu") in named)))
     details = {**out.details, "telemetry": summary}
     if before is not None and after is not None:
-        grown, judged = afterload.judge(before, after, time.monotonic() - t0, critical, tuple(series.lost))
+        grown, judged = afterload.judge(before, after, time.monotonic() - t0, critical, tuple(series.lost),
+                                        names)
         metrics = (*metrics, *grown)
         found = (*found, *judged)
         details["after_load"] = {"gpus": len(after.health), "findings": len(judged),

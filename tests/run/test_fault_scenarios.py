@@ -48,7 +48,7 @@ def test_a_gpu_falls_off_the_bus_mid_burn(tmp_path: Path):
     rejected_naming(r, 3, "gpu-burn")
     fails = r.fails("gpu-burn")
     assert fails[("gpu_burn.ok", 3)].startswith(f"GPU 3 ({pci(3)}): did not finish the burn: ")
-    assert fails[("gpu.lost", 3)].startswith("GPU 3 stopped answering NVML")
+    assert fails[("gpu.lost", 3)].startswith(f"GPU 3 ({pci(3)}) stopped answering NVML")
     assert "critical XID" in fails[("gpu.xid_critical", 3)]
     burn = r.check("gpu-burn")
     ok = {m["labels"]["gpu"]: m["value"] for m in burn["metrics"] if m["name"] == "gpu_burn.ok"}
@@ -78,7 +78,8 @@ def test_an_nvml_call_that_never_returns_names_the_gpu(tmp_path: Path):
     r = run(tmp_path, gpus(g2={"hang_after": 8}))
     rejected_naming(r, 2, "gpu-burn")
     msg = r.fails("gpu-burn")[("gpu.lost", 2)]
-    assert msg.startswith("GPU 2 stopped answering NVML") and "GPU is hung: NVML did not answer" in msg
+    assert msg.startswith(f"GPU 2 ({pci(2)}) stopped answering NVML")
+    assert "GPU is hung: NVML did not answer" in msg
     temps = {m["labels"]["gpu"] for m in r.check("gpu-burn")["metrics"] if m["name"] == "gpu.temp_max"}
     assert temps == set(range(EIGHT))
 
@@ -94,7 +95,7 @@ def test_a_lost_gpu_at_start_keeps_the_profile_and_rejects_the_node(tmp_path: Pa
     assert r.record["profile"]["name"] == "h200-sxm-8x"
     inv = r.record["inventory"]["gpus"]
     assert len(inv) == EIGHT and inv[6]["pci_bus_id"] == pci(6) and inv[6]["error"]
-    assert r.fails("gpu-health")[("gpu.lost", 6)].startswith("GPU 6 does not answer NVML")
+    assert r.fails("gpu-health")[("gpu.lost", 6)].startswith(f"GPU 6 ({pci(6)}) does not answer NVML")
     assert r.check("gpu-burn")["status"] == "failed"
 
 

@@ -91,7 +91,8 @@ def test_a_gpu_lost_mid_burn_and_a_link_trained_down(tmp_path: Path, monkeypatch
     fails = {(e.metric, e.labels.get("gpu")): e.message for e in burn.evaluations
              if e.outcome.value == "fail"}
     assert fails[("gpu.pcie_gen", 0)].startswith("PCIe link trained down: Gen4 x8 of Gen5 x16 while busy")
-    assert fails[("gpu.lost", 1)].startswith("GPU 1 stopped answering NVML")
+    # named with its PCI address, as the operator must find it
+    assert fails[("gpu.lost", 1)].startswith("GPU 1 (00000000:28:00.0) stopped answering NVML")
 
 
 def test_no_gpu_node_skips_with_the_reason(tmp_path: Path, monkeypatch):
