@@ -6,8 +6,11 @@ saves the series to raw/<check>/telemetry.json, and adds the derived per-GPU met
 telemetry's findings (a GPU that stopped answering, a PCIe link below its maximum under load)
 to the check's output. Around a check that loads the node it also reads the GPUs' health (NVML's
 counters and states, the kernel log's XIDs) just before and just after, and adds what the load did
-(harness.checks.afterload). It judges nothing: the runner's compare.judge does, with the
-telemetry's sibling rule on peak temperature among the check's own rules (PlannedCheck.own_rules).
+(harness.checks.afterload). When the tool itself failed (ToolError) but a GPU was lost or damaged
+meanwhile, that is returned as the check's output with the tool's failure as its problem: the
+runner judges it FAILED, naming the GPU, instead of ERRORED. It judges nothing: the runner's
+compare.judge does, with the telemetry's sibling rule on peak temperature among the check's own
+rules (PlannedCheck.own_rules).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 from harness.checks import afterload, gpu_health, gpu_identity
 from harness.checks.base import CheckContext, CheckKind, CheckOutput
 from harness.errors import ToolError
+from harness.model import Outcome
 from harness.parsers import xid as xid_parser
 from harness.platform import nvml
 from harness.series import telemetry as telemetry_metrics
@@ -155,8 +159,11 @@ def observe(kind: CheckKind, params: Any, ctx: CheckContext,
     sampler = Sampler(nv.sample, period).start()
     saved: Path | None = None
     after: afterload.Reading | None = None
+    failed: ToolError | None = None
     try:
         out = kind.run(params, ctx)
+    except ToolError as e:  # the tool failed; what the GPUs showed meanwhile may still be a verdict
+        failed, out = e, CheckOutput((), (), {}, "")
     finally:
         series = sampler.stop()
         try:
@@ -187,4 +194,10 @@ def observe(kind: CheckKind, params: Any, ctx: CheckContext,
         found = (*found, *judged)
         details["after_load"] = {"gpus": len(after.health), "findings": len(judged),
                                  **({"notes": notes} if notes else {})}
-    return replace(out, metrics=(*out.metrics, *metrics), findings=found, details=details)
+    result = replace(out, metrics=(*out.metrics, *metrics), findings=found, details=details)
+    if failed is None:
+        return result
+    if not any(f.outcome is Outcome.FAIL for f in found):
+        raise failed  # nothing the hardware showed: the tool's failure is the check's (ERRORED)
+    tail = {"output_tail": failed.output_tail[-2000:]} if failed.output_tail else {}
+    return replace(result, problems=(str(failed),), details={**result.details, **tail})
