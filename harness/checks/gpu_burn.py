@@ -6,8 +6,9 @@ Engines (param `engine`):
   through PyTorch or CuPy (whichever is importable; NumPy on the CPU when `backend: numpy`),
   every product compared with the first; parsed by parsers/burnlog.
 * `gpu-burn`: wilicc/gpu-burn's `gpu_burn` binary (path configurable), parsed by
-  parsers/gpuburn. Its "OK" is not trusted: a GPU that did no work or died makes the run
-  invalid, a run without the final verdict is invalid; FAULTY (computation errors) fails.
+  parsers/gpuburn. Its "OK" is not trusted: a GPU that did no work makes the run invalid, a run
+  without the final verdict is invalid; FAULTY (computation errors) fails, and so does a GPU whose
+  process died while the others worked (also in a run that is not whole).
 * `dcgm`: `dcgmi diag -r LEVEL -j`, parsed by parsers/dcgm. A failed test fails with DCGM's
   message; a level-2+ run in which DCGM skipped every hardware and stress test is invalid.
 * `auto`: `builtin` when its backend for `dtype` is installed (PyTorch; CuPy for fp16/fp32/fp64),
@@ -261,8 +262,9 @@ def verdicts(params: GpuBurnParams, hardware: Mapping[str, Any]) -> list[str]:
                 "that skipped every hardware test is invalid"]
     fault = {"gpu-burn": "FAULTY (computation errors)", "builtin": "a product that differs from the first"}
     what = fault.get(params.engine, "FAULTY, or a product that differs from the first,")
-    return [f"{what} fails its GPU; a GPU that did no work or died, or a missing final verdict, "
-            "makes the run invalid; every GPU NVML sees must be reported"]
+    return [f"{what} fails its GPU, and so does a GPU that hung or died while the others worked; a GPU "
+            "that did no work, or a missing final verdict, makes the run invalid; every GPU NVML sees "
+            "must be reported"]
 
 
 def own_rules(params: GpuBurnParams) -> list[siblings.SiblingRule]:
