@@ -23,6 +23,7 @@ def gpus(**faulty: dict) -> list[dict]:
 def written(r: Run) -> None:
     """The run ended by itself, in its bound, with every output written and agreeing."""
     assert r.seconds < BOUND_S
+    assert r.record["suite"]["name"] == "acceptance"
     for name in ("results.json", "report.html", "junit.xml", "harness.log"):
         assert (r.run_dir / name).is_file(), name
     verdict = r.record["verdict"]

@@ -1,11 +1,12 @@
 """Whole `harness run` runs on a node faked at its GPU edges with fault scenarios that unfold during
 the run (tests/support/faultnode/sitecustomize.py), for the end-to-end fault tests.
 
-`run(tmp_path, gpus, burn_faults=..., ...)` writes the scenario, an acceptance suite cut to its GPU
+`run(tmp_path, gpus, burn_faults=..., ...)` writes the scenario, the site's own `acceptance` suite
+(./suites/acceptance.yaml, which `harness run acceptance` finds before the shipped one) cut to its GPU
 checks and a short burn (gpu-health, gpu-burn: the builtin burn on NumPy stand-ins, one per fake
 GPU, its TFLOPS sibling rule off: CPU stand-ins are not same-SKU GPUs), a fake dmesg that prints
-the scenario's kernel log, and runs `python -m harness run SUITE -q` for real with a bound; it
-returns what a test asserts on.
+the scenario's kernel log, and runs `python -m harness run acceptance -q` for real with a bound;
+it returns what a test asserts on.
 """
 
 from __future__ import annotations
@@ -92,13 +93,15 @@ def run(tmp_path: Path, gpus: list[dict[str, Any]], *, burn_faults: dict[int, di
     dmesg = bin_dir / "dmesg"
     dmesg.write_text(f'#!/bin/sh\ncat "{log}"\n')
     dmesg.chmod(0o755)
-    suite = tmp_path / "acceptance.yaml"
+    suite = tmp_path / "suites" / "acceptance.yaml"  # a site's own acceptance suite: ./suites first
+    suite.parent.mkdir(exist_ok=True)
     suite.write_text(SUITE.format(duration=duration, grace=grace))
     out = tmp_path / "reports"
     env = {**os.environ, "FAULT_NODE": str(tmp_path / "scenario.json"),
            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
            "PYTHONPATH": os.pathsep.join([str(SITE), str(ROOT)])}
-    argv = [sys.executable, "-m", "harness", "run", str(suite), "-q", "-o", str(out), "--history", "off"]
+    env.pop("HARNESS_SUITES_PATH", None)
+    argv = [sys.executable, "-m", "harness", "run", "acceptance", "-q", "-o", str(out), "--history", "off"]
     if profile:
         argv += ["--profile", profile]
     t0 = time.monotonic()
