@@ -98,14 +98,14 @@ def judge(before: Reading, after: Reading, seconds: float, critical: Sequence[in
     for b in after.health:
         a = was.get(b.gpu)
         lab: dict[str, str | int] = {"gpu": b.gpu}
+        who = (names or {}).get(b.gpu, f"GPU {b.gpu}")
         if a is None or a.error:
             continue  # not readable before: the gate (or the telemetry) named it then
         if b.error:
             if b.gpu not in lost:
                 found.append(Finding(metric="gpu.lost", labels=lab, outcome=Outcome.FAIL, measured=1.0,
                                      unit=COUNT, high=0.0, source=SOURCE,
-                                     message=f"{(names or {}).get(b.gpu, f'GPU {b.gpu}')} does not "
-                                     f"answer NVML after the load: {b.error}"))
+                                     message=f"{who} does not answer NVML after the load: {b.error}"))
             continue
         for counter, n in _counters(a, b).items():
             if n is None:
@@ -118,14 +118,14 @@ def judge(before: Reading, after: Reading, seconds: float, critical: Sequence[in
                 found.append(Finding(metric="gpu.health_growth", labels=clab, outcome=outcome,
                                      severity="fail" if outcome is Outcome.FAIL else "warn",
                                      measured=float(n), unit=COUNT, high=bound, source=SOURCE,
-                                     message=f"GPU {b.gpu}: {n:,} {what} during the load ({seconds:.0f} s)"))
+                                     message=f"{who}: {n:,} {what} during the load ({seconds:.0f} s)"))
         if b.recovery_action is not None:
             metrics.append(Metric("gpu.recovery_action", float(b.recovery_action), COUNT, lab))
             if b.recovery_action:
                 why = nvml.RECOVERY_ACTIONS.get(b.recovery_action, f"action {b.recovery_action}")
                 found.append(Finding(metric="gpu.recovery_action", labels=lab, outcome=Outcome.FAIL,
                                      measured=float(b.recovery_action), unit=COUNT, high=0.0, source=SOURCE,
-                                     message=f"GPU {b.gpu}: NVML asks for a recovery after the load: {why}"))
+                                     message=f"{who}: NVML asks for a recovery after the load: {why}"))
         old = {m for m, items in gpu_health.findings(a, params).items() if items}
         for metric, items in gpu_health.findings(b, params).items():
             if metric in COUNTED or metric in old:
@@ -135,12 +135,14 @@ def judge(before: Reading, after: Reading, seconds: float, critical: Sequence[in
                                      severity="fail" if issue.outcome is Outcome.FAIL else "warn",
                                      measured=issue.measured, unit=COUNT, source=SOURCE,
                                      high=0.0 if issue.outcome is Outcome.FAIL else None,
-                                     message=f"after the load: {issue.message}"))
-    found += _xids(before, after, critical)
+                                     message="after the load: " + issue.message.replace(
+                                         f"GPU {b.gpu}:", f"{who}:", 1)))
+    found += _xids(before, after, critical, names or {})
     return tuple(metrics), tuple(found)
 
 
-def _xids(before: Reading, after: Reading, critical: Sequence[int]) -> list[Finding]:
+def _xids(before: Reading, after: Reading, critical: Sequence[int],
+          names: Mapping[int, str]) -> list[Finding]:
     if before.xids is None or after.xids is None:
         return []
     out = []
@@ -149,6 +151,6 @@ def _xids(before: Reading, after: Reading, critical: Sequence[int]) -> list[Find
         if new > 0:
             out.append(Finding(metric="gpu.xid_critical", labels={"gpu": g}, outcome=Outcome.FAIL,
                                measured=float(new), unit=COUNT, high=0.0, source=SOURCE,
-                               message=f"GPU {g}: {new} critical XID event(s) in the kernel log during the "
-                               f"load (codes {', '.join(map(str, critical))})"))
+                               message=f"{names.get(g, f'GPU {g}')}: {new} critical XID event(s) in the "
+                               f"kernel log during the load (codes {', '.join(map(str, critical))})"))
     return out

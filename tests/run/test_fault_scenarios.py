@@ -114,10 +114,10 @@ def test_counters_that_grow_under_the_load_fail_their_gpus(tmp_path: Path):
     assert set(fails) == {("gpu.health_growth", 1), ("gpu.health_growth", 4), ("gpu.recovery_action", 7)}
     assert "NVLink recoveries (a link retrained: a flapping NVLink) during the load" in \
         fails[("gpu.health_growth", 1)]
-    assert fails[("gpu.health_growth", 4)].startswith("GPU 4: ")
+    assert fails[("gpu.health_growth", 4)].startswith(f"GPU 4 ({pci(4)}): ")
     assert "uncorrectable ECC errors during the load" in fails[("gpu.health_growth", 4)]
     assert fails[("gpu.recovery_action", 7)] == \
-        "GPU 7: NVML asks for a recovery after the load: GPU reset required"
+        f"GPU 7 ({pci(7)}): NVML asks for a recovery after the load: GPU reset required"
     warned = {(e["labels"].get("gpu"), e["labels"].get("counter"))
               for e in r.check("gpu-burn")["evaluations"] if e["outcome"] == "warn"}
     assert (1, "nvlink_crc") in warned
