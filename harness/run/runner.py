@@ -260,7 +260,7 @@ class Runner:
                                   problems=[*problems, *judged.problems], evaluations=judged.evaluations,
                                   details=details)
             return self._done(base, t0, cctx, Status.ERRORED, why, metrics, problems=problems,
-                              evaluations=judged.evaluations, details=details)
+                              details=details)
         if judged.problems:
             return self._done(base, t0, cctx, Status.ERRORED, "not judged: " + "; ".join(judged.problems[:3]),
                               metrics, problems=list(judged.problems), evaluations=judged.evaluations,
