@@ -50,7 +50,6 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
     prof = str(config.load_profile(profile).path.resolve()) if profile else None
     names = dispatch.expand_nodes(nodes)
     fleet_dir = output.resolve()
-    fleet_dir.mkdir(parents=True, exist_ok=True)
     opts = dispatch.JobOptions(str(loaded.path.resolve()), prof, partition, account, time_limit,
                                history=history)
     manifest = dispatch.submit(fleet_dir, loaded.suite.name, names, opts,
