@@ -17,9 +17,12 @@ from typing import Any, BinaryIO, TypeVar
 from harness.errors import RecordError, StorageError
 
 
-def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
-    """Replace `path` with `text` so readers see the old file or the new one, never half."""
-    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
+def atomic_write_text(path: Path, text: str, *, durable: bool = True,
+                      before: Callable[[Path], object] = lambda _p: None) -> None:
+    """Replace `path` with `text` so readers see the old file or the new one, never half; `before`
+    sees the finished temporary file first (it may raise to keep `path` as it was)."""
+    data = text.encode("utf-8")
+    _atomic_write(path, lambda f: f.write(data), durable, before)
 
 
 def _umask() -> int:
