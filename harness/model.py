@@ -91,7 +91,10 @@ class Metric:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Metric:
-        return cls(d["name"], float(number(d["value"], "value")), d["unit"], dict(d.get("labels", {})))
+        value = number(d["value"], "value")
+        if value is None:
+            raise TypeError("value null is not a number")
+        return cls(d["name"], value, d["unit"], dict(d.get("labels", {})))
 
 
 def number(v: Any, name: str) -> float | None:
