@@ -9,6 +9,7 @@ outlives SIGKILL is abandoned to a reaper thread. `kill_all()` is what the signa
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import select
 import shutil
@@ -118,9 +119,25 @@ def which(tool: str) -> str:
     return found
 
 
+# environment variables no tool inherits: BMC passwords (REDFISH_PASSWORD, IPMI_PASSWORD, a
+# profile's password_env) and anything named like a secret; a tool that needs one is given it
+_SECRET = re.compile(r"PASS(WORD|WD)|SECRET|CREDENTIAL|(^|_)(TOKEN|API_?KEY|PW)$", re.IGNORECASE)
+
+
+def is_secret(name: str) -> bool:
+    """Whether an environment variable is one that tools never inherit."""
+    return name != procscan.TOKEN_VAR and bool(_SECRET.search(name))
+
+
+def tool_environ() -> dict[str, str]:
+    """Our environment without its secrets (is_secret): what every tool we start inherits."""
+    return {k: v for k, v in os.environ.items() if not is_secret(k)}
+
+
 def _tool_env(env: Mapping[str, str] | None, token: str) -> dict[str, str]:
-    """The tool's environment: ours, its own settings, and the run token (nested ones kept)."""
-    full = {**os.environ, **(env or {})}
+    """The tool's environment: ours without secrets, its own settings, and the run token (nested
+    ones kept)."""
+    full = {**tool_environ(), **(env or {})}
     outer = full.get(procscan.TOKEN_VAR)
     full[procscan.TOKEN_VAR] = f"{token}:{outer}" if outer else token
     return full

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import IO, Optional
 
 from harness.errors import ToolMissing
-from harness.platform.proc import which
+from harness.platform.proc import tool_environ, which
 
 GRACE_S = 3.0
 
@@ -24,7 +24,7 @@ def start(argv: Sequence[str], stdout: Optional[IO[bytes]] = None) -> subprocess
     exe = which(str(argv[0]))
     try:
         return subprocess.Popen((exe, *map(str, argv[1:])), stdin=subprocess.DEVNULL, stdout=stdout,
-                                start_new_session=True)
+                                start_new_session=True, env=tool_environ())
     except OSError as e:
         raise ToolMissing(f"cannot execute {argv[0]}: {e.strerror}", argv=tuple(argv)) from e
 
