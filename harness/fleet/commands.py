@@ -22,7 +22,7 @@ from harness.fleet import report as fleet_report
 from harness.fleet.analysis import FleetReport, OutlierSettings
 from harness.fleet.collect import NodeOutcome, NodeStatus
 from harness.model import EXIT_CODES, RunRecord
-from harness.platform.pushgateway import push
+from harness.platform.pushgateway import push, redact
 from harness.platform.slurm import SlurmError
 from harness.report import prometheus as prom
 from harness.report.fmt import fmt_value
@@ -139,7 +139,7 @@ def _export(fleet_dir: Path, rep: FleetReport, exports: Exports) -> None:
         for n in rep.nodes:
             samples = fleet_report.fleet_samples(rep, n.node)
             push(exports.pushgateway, prom.registry(samples), {"node": n.node})
-        print(f"pushed {len(rep.nodes)} node group(s) to {exports.pushgateway}")
+        print(f"pushed {len(rep.nodes)} node group(s) to {redact(exports.pushgateway)}")
 
 
 def _report(fleet_dir: Path, drain_failed: bool, exports: Exports, settings: OutlierSettings | None,
@@ -198,5 +198,5 @@ def export(target: Path, exports: Exports) -> int:
         print(f"prometheus: {prom.write_textfile(exports.textfile, samples)}")
     if exports.pushgateway:
         push(exports.pushgateway, prom.registry(samples), {"node": node})
-        print(f"pushed node {node} to {exports.pushgateway}")
+        print(f"pushed node {node} to {redact(exports.pushgateway)}")
     return 0
