@@ -19,6 +19,7 @@ where GPUs wait; otherwise `none`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -63,10 +64,19 @@ class Thresholds:
         if unknown:
             raise ValueError(f"unknown observe threshold(s) {', '.join(unknown)}; "
                              f"known: {', '.join(sorted(known))}")
+        for k, v in values.items():
+            top = 1.0 if k in FRACTIONS else math.inf
+            if not (math.isfinite(float(v)) and 0.0 <= float(v) <= top):
+                span = "a fraction from 0 to 1" if k in FRACTIONS else "a finite number >= 0"
+                raise ValueError(f"observe threshold {k}={v:g}: must be {span}")
         return dataclasses.replace(self, **{k: float(v) for k, v in values.items()})
 
 
 THRESHOLDS = Thresholds()
+# the thresholds that are fractions (0-1); the others have units and only must be finite and >= 0
+FRACTIONS = frozenset({"min_share", "cpu_busy", "cpu_throttled", "disk_util", "io_limit", "io_pressure",
+                       "mem_pressure", "mem_limit", "net_util", "tcp_retrans", "shm_full", "gpu_bound",
+                       "gpu_working", "gpu_clock", "gpu_mem_full"})
 
 
 @dataclass(frozen=True)
