@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ToolError, ToolMissing, ToolTimeout
-from harness.platform import procscan
+from harness.platform import procscan, toolcg
 
 # Debian package that provides each tool we run, for "not found; install it with ..." errors.
 INSTALL_HINTS: Mapping[str, str] = {
@@ -153,13 +153,18 @@ def popen(argv: Sequence[str], *, stdout: Any, stderr: Any, env: Mapping[str, st
     exe = which(argv[0])
     _refuse_if_stopping(argv)
     token = secrets.token_hex(8)
+    launch: tuple[str, ...] = (exe, *argv[1:])
+    cg = toolcg.make(token) if os.access(exe, os.X_OK) else None  # else Popen says why it cannot
     try:
-        p = subprocess.Popen((exe, *argv[1:]), stdin=subprocess.DEVNULL, stdout=stdout,
-                             stderr=stderr, start_new_session=True, env=_tool_env(env, token),
-                             cwd=cwd)
+        p = subprocess.Popen(toolcg.wrap(launch, cg) if cg else launch, stdin=subprocess.DEVNULL,
+                             stdout=stdout, stderr=stderr, start_new_session=True,
+                             env=_tool_env(env, token), cwd=cwd)
     except OSError as e:
+        if cg:
+            toolcg.remove(cg)
         raise ToolMissing(f"cannot execute {argv[0]}: {e.strerror}", argv=argv) from e
     p._harness_token = token  # type: ignore[attr-defined]
+    p._harness_cgroup = cg  # type: ignore[attr-defined]
     info = procscan.proc_info(p.pid)
     p._harness_start = info.start if info else 0  # type: ignore[attr-defined]
     with _lock:
@@ -267,6 +272,9 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> bool:
     token = getattr(proc, "_harness_token", "")
     if token:
         procscan.kill_marked([token], KILL_GRACE_S, since=getattr(proc, "_harness_start", 0))
+    cg = getattr(proc, "_harness_cgroup", None)
+    if cg is not None:  # what left the session and cleared its environment is still in here
+        toolcg.kill(cg, KILL_GRACE_S)
     try:
         proc.wait(timeout=KILL_GRACE_S)
     except subprocess.TimeoutExpired:  # unkillable (D state): never wait on it again here
