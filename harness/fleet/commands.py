@@ -16,7 +16,7 @@ from typing import TextIO
 
 from harness import config, results
 from harness.checks.registry import kinds
-from harness.errors import UsageError
+from harness.errors import UsageError, printable
 from harness.fleet import analysis, collect, dispatch, drain, layout, progress
 from harness.fleet import report as fleet_report
 from harness.fleet.analysis import FleetReport, OutlierSettings
@@ -45,9 +45,20 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
     """`harness fleet run`: validate, submit a job per node, then (unless --no-wait) follow and report.
     `history` is every node's store (an absolute path on a shared file system, or 'off'); by default
     each node records into its own."""
-    loaded = config.load_suite(config.find_suite(suite), kinds())
+    found = config.locate("suites", suite)  # only trusted files are sent to every node
+    loaded = config.load_suite(found.path, kinds())
     history = fleet_history(history)
-    prof = str(config.load_profile(profile).path.resolve()) if profile else None
+    sent = [("suite", loaded.suite.name, found)]
+    prof = None
+    if profile:
+        pfound = config.locate("profiles", profile)
+        lp = config.load_profile(pfound.path)
+        prof = str(lp.path.resolve())
+        sent.append(("profile", lp.profile.name, pfound))
+    for what, name, f in sent:
+        for path, why in f.refused:
+            print(printable(f"warning: passed over {path}: not trusted: {why}"), file=sys.stderr)
+        print(printable(f"{what} {name}: {config.where_text(what + 's', f.where)}, {f.path.resolve()}"))
     names = dispatch.expand_nodes(nodes)
     fleet_dir = output.resolve()
     opts = dispatch.JobOptions(str(loaded.path.resolve()), prof, partition, account, time_limit,

@@ -225,3 +225,13 @@ def test_untrusted_names_the_first_bad_link_and_accepts_a_sticky_ancestor(tmp_pa
 def test_the_shipped_suites_are_found_by_harness_from_anywhere() -> None:
     r = harness("run", "--dry-run", "quick", "--profile", "generic", cwd=Path("/"))
     assert r.returncode == 0 and "(shipped: " in r.stdout, r.stderr
+
+
+@as_root
+def test_harness_list_names_what_it_passes_over(shared: Path, tmp_path: Path) -> None:
+    plant(shared, {"profiles/generic.yaml": "name: generic\nexpectations: []\n"})
+    r = cli("list", cwd=shared, env=env_for(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert f"  passed over (not trusted): {shared / 'profiles/generic.yaml'}: " in r.stdout
+    generic = next(line for line in r.stdout.splitlines() if line.strip().startswith("generic "))
+    assert "package" in generic

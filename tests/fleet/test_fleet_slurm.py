@@ -286,6 +286,7 @@ def test_a_planted_or_reused_fleet_directory_is_refused_and_jobs_start_isolated(
         r = fleet(lab, "run", str(suite), "--nodes", "n1", "--output", str(fresh), "--poll-interval", "1s",
                   "--time", "5")
         assert r.returncode == 0, r.stdout + r.stderr
+        assert f"suite fleet-test: given as a path, {suite}" in r.stdout  # where what was sent came from
         script = fresh / "nodes" / "n1" / "job.sh"
         st = script.lstat()
         assert (st.st_uid, st.st_mode & 0o777) == (0, 0o755)
