@@ -64,19 +64,13 @@ class Thresholds:
         if unknown:
             raise ValueError(f"unknown observe threshold(s) {', '.join(unknown)}; "
                              f"known: {', '.join(sorted(known))}")
-        for k, v in values.items():
-            top = 1.0 if k in FRACTIONS else math.inf
-            if not (math.isfinite(float(v)) and 0.0 <= float(v) <= top):
-                span = "a fraction from 0 to 1" if k in FRACTIONS else "a finite number >= 0"
-                raise ValueError(f"observe threshold {k}={v:g}: must be {span}")
+        for k, v in values.items():  # above 1 a fraction is never reached: a rule turned off
+            if not (math.isfinite(float(v)) and float(v) >= 0.0):
+                raise ValueError(f"observe threshold {k}={v:g}: must be a finite number >= 0")
         return dataclasses.replace(self, **{k: float(v) for k, v in values.items()})
 
 
 THRESHOLDS = Thresholds()
-# the thresholds that are fractions (0-1); the others have units and only must be finite and >= 0
-FRACTIONS = frozenset({"min_share", "cpu_busy", "cpu_throttled", "disk_util", "io_limit", "io_pressure",
-                       "mem_pressure", "mem_limit", "net_util", "tcp_retrans", "shm_full", "gpu_bound",
-                       "gpu_working", "gpu_clock", "gpu_mem_full"})
 
 
 @dataclass(frozen=True)
