@@ -253,6 +253,7 @@ def _launch(p: _Prepared, opts: RunOptions) -> Finished:
     output, planned, prof, run_dir = p.output, p.planned, p.prof, p.run_dir
     os.umask(os.umask(0o022) | 0o022)  # nothing the run writes is group- or world-writable
     _trusted_output(output)
+    _trusted_store(hist.store_path(output, opts.history))
     # read-only runs (a Slurm prolog) share the lock; one loading check makes it exclusive
     with RunLock(shared=not any(pc.check.kind.loads(pc.check.params) for pc in planned)) as lock:
         notes: list[str] = []
@@ -294,10 +295,22 @@ def _launch(p: _Prepared, opts: RunOptions) -> Finished:
             return Finished(exit_code(record, runner.signum), record, run_dir)
 
 
+def _trusted_store(store: Path | None) -> None:
+    """UsageError when the history store (or its directory) stands where someone else can write:
+    its baselines and drift rules judge the run."""
+    from harness.fsutil import untrusted  # start-up: as in _launch
+
+    for p in () if store is None else (store, store.parent):
+        why = untrusted(p) if p.exists() else ""
+        if why:
+            raise UsageError(f"history store {store}: not trusted: {why}; its baselines would judge this "
+                             "run: give --history off, or a store only root and you can write")
+
+
 def _trusted_output(output: Path) -> None:
     """UsageError unless the output directory (made if missing) is one no one else can write: the
-    run's records and the history store that judges later runs live there (`--output reports`
-    is relative to the current directory, which may be anyone's)."""
+    run's records live there, and report, compare, export and --resume read them later
+    (`--output reports` is relative to the current directory, which may be anyone's)."""
     from harness.fsutil import untrusted  # start-up: as in _launch
 
     try:
@@ -306,8 +319,8 @@ def _trusted_output(output: Path) -> None:
         return  # make_run_dir says why it cannot be made
     why = untrusted(output)
     if why:
-        raise UsageError(f"--output {output}: not trusted: {why}; the run's results and its history "
-                         "store must be where no one but root and you can write: give --output DIR")
+        raise UsageError(f"--output {output}: not trusted: {why}; the run's results must be where no one "
+                         "but root and you can write: give --output DIR")
 
 
 def summary(record: RunRecord, run_dir: Path) -> list[str]:

@@ -163,11 +163,17 @@ def test_an_output_directory_someone_else_can_write_is_refused(shared: Path, tmp
     r = cli("run", str(tmp_path / "tiny.yaml"), "--profile", "generic", cwd=shared, env=env)
     assert r.returncode == 2, r.stdout + r.stderr
     assert f"--output reports: not trusted: {shared / 'reports'} is owned by uid " in r.stderr
-    assert os.listdir(shared / "reports") == ["planted"]  # no run, no history store in it
+    assert os.listdir(shared / "reports") == ["planted"]  # no run in it
     # a directory anyone may write (even sticky) is no output directory either
     r = cli("run", str(tmp_path / "tiny.yaml"), "--profile", "generic", "--output", str(shared),
             cwd=tmp_path, env=env)
     assert r.returncode == 2 and "is writable by others (mode 1777)" in r.stderr
+    # a history store in her directory would judge the run by her baselines
+    plant(shared, {"hers/history.sqlite": ""})
+    r = cli("run", str(tmp_path / "tiny.yaml"), "--profile", "generic", "--output", str(tmp_path / "out"),
+            "--history", str(shared / "hers/history.sqlite"), cwd=tmp_path, env=env)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"history store {shared / 'hers/history.sqlite'}: not trusted: " in r.stderr
     # in the shared (sticky) directory, a `reports` root makes itself is its own: the run goes on
     shutil.rmtree(shared / "reports")
     r = cli("run", str(tmp_path / "tiny.yaml"), "--profile", "generic", "--history", "off", cwd=shared,
