@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 SHELL = "/bin/sh"
+PREFIX = "harness-tool-"
 JOIN = 'echo 0 > "$0/cgroup.procs" 2>/dev/null; exec "$@"'
 
 
@@ -35,12 +36,28 @@ def v2_root(mounts: str | None = None, own: str | None = None) -> Path | None:
     return d if d.is_dir() else None
 
 
+STALE_S = 60.0  # an empty tool cgroup this old was left by a harness that was killed: removed
+
+
+def sweep(base: Path, now: float | None = None) -> None:
+    """Remove the empty tool cgroups a killed harness left under `base` (rmdir removes only an
+    empty one; a young one may be another run's, about to be joined, and is left alone)."""
+    now = time.time() if now is None else now
+    for d in base.glob(f"{PREFIX}*"):
+        try:
+            if now - d.stat().st_ctime > STALE_S:
+                d.rmdir()
+        except OSError:
+            pass
+
+
 def make(token: str) -> Path | None:
     """A new, empty cgroup for one tool under ours, or None where none can be made."""
     base = v2_root()
     if base is None:
         return None
-    d = base / f"harness-tool-{token}"
+    sweep(base)
+    d = base / f"{PREFIX}{token}"
     try:
         d.mkdir(mode=0o755)
     except OSError:

@@ -75,3 +75,20 @@ def test_without_a_cgroup_tools_run_as_before(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(toolcg, "v2_root", lambda *a: None)
     res = proc.run(["sh", "-c", "echo hi"], tmp_path / "o", tmp_path / "e", 10)
     assert res.rc == 0 and (tmp_path / "o").read_text() == "hi\n"
+
+
+@pytest.mark.skipif(not _usable(), reason="no writable cgroup v2 here")
+def test_empty_tool_cgroups_a_killed_harness_left_are_swept() -> None:
+    base = toolcg.v2_root()
+    assert base is not None
+    old, young = base / f"{toolcg.PREFIX}deadbeef00000000", base / f"{toolcg.PREFIX}deadbeef00000001"
+    old.mkdir()
+    young.mkdir()
+    try:
+        toolcg.sweep(base, now=young.stat().st_ctime + toolcg.STALE_S / 2)
+        assert old.exists() and young.exists()  # young ones may be another run's
+        toolcg.sweep(base, now=old.stat().st_ctime + toolcg.STALE_S + 1)
+        assert not old.exists() and not young.exists()
+    finally:
+        for d in (old, young):
+            toolcg.remove(d)
