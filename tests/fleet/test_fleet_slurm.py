@@ -297,3 +297,37 @@ def test_a_planted_or_reused_fleet_directory_is_refused_and_jobs_start_isolated(
         assert doc["profile"]["from"] == "shipped"  # no --profile: never the fleet directory's profiles/
     finally:
         subprocess.run(["rm", "-rf", str(shared)], check=False)
+
+
+SRUN_ENV = """\
+name: srun-env
+checks:
+  - id: ranks
+    kind: command
+    params:
+      argv: [srun, --overlap, -n, "1", {python}, -c,
+            "import os; print('leaked:', sum(k in os.environ for k in ('REDFISH_PASSWORD','IPMI_PASSWORD')))"]
+      metrics:
+        - {{name: app.leaked, unit: count, better: lower, regex: 'leaked: (?P<value>[0-9]+)'}}
+    expect:
+      - {{metric: app.leaked, max: 0, unit: count}}
+"""
+
+
+def test_no_srun_rank_inherits_the_bmc_passwords(lab: Lab, tmp_path: Path):
+    """The dispatching shell's REDFISH_PASSWORD/IPMI_PASSWORD reach the node's harness (it may read
+    a BMC), but no tool: not srun, so no rank."""
+    suite = tmp_path / "srun.yaml"
+    suite.write_text(SRUN_ENV.format(python=sys.executable))
+    out = tmp_path / "fleet"
+    r = subprocess.run([sys.executable, "-m", "harness", "fleet", "run", str(suite), "--nodes", "n1",
+                        "--output", str(out), "--profile", "generic", "--poll-interval", "1s", "--time", "5"],
+                       env={**os.environ, **lab.env, "REDFISH_PASSWORD": "hunter2",
+                            "IPMI_PASSWORD": "hunter3"},
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (run_dir,) = [p for p in (out / "nodes" / "n1").iterdir() if (p / "results.json").is_file()]
+    doc = json.loads((run_dir / "results.json").read_text())
+    (check,) = doc["checks"]
+    assert [m["value"] for m in check["metrics"] if m["name"] == "app.leaked"] == [0.0]
+    assert check["status"] == "passed"
