@@ -67,7 +67,8 @@ class GpuBurnParams(TelemetryParams, Params):
     size: Optional[int] = Field(None, ge=16, le=65536, description="builtin engine: matrix side")
     binary: str = Field("gpu_burn", description="path or name of wilicc/gpu-burn's gpu_burn")
     compare_kernel: Optional[str] = Field(
-        None, description="compare.ptx for gpu_burn -c; default: compare.ptx next to the binary, if any")
+        None, description="compare kernel for gpu_burn -c; default: compare.fatbin (builds since "
+        "wilicc/gpu-burn dfc3042), else compare.ptx (older builds), next to the binary, if any")
     doubles: bool = Field(False, description="gpu_burn -d: FP64 instead of FP32")
     tensor_cores: bool = Field(False, description="gpu_burn -tc: use tensor cores")
     memory: Optional[str] = Field(None, description="gpu_burn -m: '90%' of free memory or megabytes")
@@ -101,12 +102,16 @@ def resolved(params: GpuBurnParams) -> GpuBurnParams:
                       f"torch), else wilicc/gpu-burn's {params.binary} on PATH", argv=(params.binary,))
 
 
+COMPARE_KERNELS = ("compare.fatbin", "compare.ptx")  # gpu-burn's build output since dfc3042 (#148), before
+
+
 def _kernel(params: GpuBurnParams) -> Optional[str]:
-    """compare.ptx: as given, else next to the binary (found on PATH when given by name)."""
+    """The compare kernel: as given, else compare.fatbin or compare.ptx next to the binary (found on
+    PATH when given by name). gpu_burn loads either with cuModuleLoad."""
     if params.compare_kernel is not None:
         return params.compare_kernel
-    beside = Path(shutil.which(params.binary) or params.binary).parent / "compare.ptx"
-    return str(beside) if beside.is_file() else None
+    folder = Path(shutil.which(params.binary) or params.binary).parent
+    return next((str(folder / k) for k in COMPARE_KERNELS if (folder / k).is_file()), None)
 
 
 GPU_BURN_SWITCHES = ("-h", "-l", "-d", "-tc")  # gpu_burn looks for these anywhere in every argument
@@ -118,12 +123,13 @@ def _switch_in(arg: str) -> Optional[str]:
 
 def safe_kernel(path: str) -> tuple[str, Optional[str]]:
     """(path to give gpu_burn -c, directory to remove afterwards). gpu_burn tests each argument for
-    '-h', '-l', '-d', '-tc' as substrings, so a compare.ptx path holding one would print help, list
+    '-h', '-l', '-d', '-tc' as substrings, so a kernel path holding one would print help, list
     GPUs or switch to doubles: such a file is reached through a symlink in a fresh private directory."""
     if _switch_in(path) is None:
         return path, None
     tmp = tempfile.mkdtemp(prefix="harness_ptx_", dir="/tmp")
-    link = os.path.join(tmp, "compare.ptx")
+    name = os.path.basename(path) if _switch_in(os.path.basename(path)) is None else "compare.fatbin"
+    link = os.path.join(tmp, name)
     if _switch_in(link) is not None:  # pragma: no cover - mkdtemp's names hold no '-'
         raise ToolError(f"no safe path for gpu_burn's compare kernel {path!r}", argv=(path,))
     os.symlink(os.path.abspath(path), link)
@@ -131,7 +137,7 @@ def safe_kernel(path: str) -> tuple[str, Optional[str]]:
 
 
 def build_argv(params: GpuBurnParams, kernel: Optional[str] = None) -> list[str]:
-    """The command line of the chosen engine (`kernel`: the compare.ptx path to pass, if not found)."""
+    """The command line of the chosen engine (`kernel`: the compare kernel path to pass, if not found)."""
     if params.engine == "dcgm":
         return ["dcgmi", "diag", "-r", str(params.dcgm_level), "-j"]
     if params.engine == "builtin":
@@ -341,7 +347,8 @@ KIND = CheckKind(
     verdicts=verdicts,
     loads_node=True,
     settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
-    requires=(Need("gpu_burn", "build github.com/wilicc/gpu-burn and put gpu_burn (and compare.ptx) on PATH",
+    requires=(Need("gpu_burn", "build github.com/wilicc/gpu-burn and put gpu_burn (and compare.fatbin, "
+                   "or compare.ptx from builds before 2026-05) on PATH",
                    use="engine: gpu-burn (default)", group="engine", version_args=()),
               needs.torch("engine: builtin", "engine"), needs.cupy("engine: builtin", "engine"),
               Need("dcgmi", "NVIDIA DCGM: apt-get install datacenter-gpu-manager", use="engine: dcgm",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import shutil
 import stat
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from judging import run_judged
 from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
-from harness.checks.gpu_burn import KIND, GpuBurnParams, build_argv, resolved
+from harness.checks.gpu_burn import KIND, GpuBurnParams, build_argv, resolved, safe_kernel
 from harness.errors import ToolError, ToolMissing
 from harness.model import Outcome
 
@@ -170,6 +171,33 @@ def test_cuda_numbers_gpus_like_nvml_and_compare_kernel_is_found_beside_a_binary
     assert build_argv(params) == ["gpu_burn", "-c", str(bindir / "compare.ptx"), "10"]
     out = run_judged(KIND, params, ctx(tmp_path, 2))
     assert out.problems == () and len([m for m in out.metrics if m.name == "gpu_burn.ok"]) == 2
+
+
+def test_a_current_gpu_burn_build_gets_its_compare_fatbin(tmp_path: Path, monkeypatch):
+    # wilicc/gpu-burn since dfc3042 (PR #148): the Makefile emits compare.fatbin and the binary's default
+    # COMPARE_KERNEL is "compare.fatbin"; it is preferred to a stale compare.ptx beside it
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "gpu_burn").write_text("#!/bin/sh\n")
+    (bindir / "gpu_burn").chmod(0o755)
+    (bindir / "compare.fatbin").write_bytes(b"\x50\xed\x55\xba")
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    assert build_argv(GpuBurnParams(duration=10)) == ["gpu_burn", "-c", str(bindir / "compare.fatbin"), "10"]
+    (bindir / "compare.ptx").write_text("// an older build's kernel\n")
+    assert build_argv(GpuBurnParams(duration=10))[2] == str(bindir / "compare.fatbin")
+    (bindir / "compare.fatbin").unlink()
+    assert build_argv(GpuBurnParams(duration=10))[2] == str(bindir / "compare.ptx")
+
+
+def test_a_fatbin_behind_a_switch_holding_path_keeps_its_name(tmp_path: Path):
+    kdir = tmp_path / "burn-dev"
+    kdir.mkdir()
+    (kdir / "compare.fatbin").write_bytes(b"\x50\xed\x55\xba")
+    link, tmp = safe_kernel(str(kdir / "compare.fatbin"))
+    try:
+        assert Path(link).name == "compare.fatbin" and Path(link).resolve() == (kdir / "compare.fatbin")
+    finally:
+        shutil.rmtree(str(tmp))
 
 
 # ---------------------------------------------------------------- engine auto
