@@ -61,7 +61,10 @@ METRICS: Mapping[str, MetricSpec] = {
     "gpu.temp_max": MetricSpec(CELSIUS, L, "hottest GPU temperature during the check"),
     "gpu.mem_temp_max": MetricSpec(CELSIUS, L, "hottest HBM temperature during the check"),
     "gpu.power_mean": MetricSpec(WATT, N, "mean GPU power draw"),
-    "gpu.power_max": MetricSpec(WATT, N, "peak GPU power draw"),
+    "gpu.power_max": MetricSpec(WATT, N, "peak GPU power draw (instantaneous where NVML has it)"),
+    "gpu.power_avg_max": MetricSpec(WATT, N, "peak of NVML's 1-s averaged GPU power (power limits are "
+                                    "enforced on it)"),
+    "gpu.hw_slowdown_episodes": MetricSpec(COUNT, L, "separate HW Slowdown runs while busy, however short"),
     "gpu.sm_clock_mean": MetricSpec(MHZ, H, "mean SM clock"),
     "gpu.throttle_pct": MetricSpec(PERCENT, L, "share of samples with a clock-event reason"),
     "gpu.energy": MetricSpec(JOULE, N, "energy used during the check"),

@@ -319,7 +319,7 @@ class NvmlSession:
                 gpu=i, util=None if util is None else float(util.gpu),
                 sm_clock=_f(g("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_SM)),
                 sm_clock_max=_f(g("nvmlDeviceGetMaxClockInfo", h, nv.NVML_CLOCK_SM)),
-                reasons=_i(reasons), temp=_f(g("nvmlDeviceGetTemperature", h, nv.NVML_TEMPERATURE_GPU)),
+                reasons=_i(reasons), temp=self._temp(h),
                 mem_used=None if mem is None else int(mem.used),
                 mem_total=None if mem is None else int(mem.total),
                 pcie_rx=None if rx is None else rx * 1e3 / 1e9,  # NVML gives KB/s
