@@ -95,6 +95,8 @@ METRICS: Mapping[str, MetricSpec] = {
     "gpu.remap_failure": MetricSpec(COUNT, L, "1 when a row remap failed"),
     "gpu.nvlink_down": MetricSpec(COUNT, L, "NVLink links present but not up"),
     "gpu.xid_critical": MetricSpec(COUNT, L, "XID events of the critical set in the kernel log"),
+    "gpu.recovery_action": MetricSpec(COUNT, L, "the recovery the driver last asked for in an Xid 154 "
+                                      "(0 none, 1 GPU reset, 2 node reboot, 4 drain and reset)"),
     "gpu.driver_fault": MetricSpec(COUNT, L, "driver faults without an XID number in the kernel log, "
                                    "label fault"),
     "gpu_burn.ok": MetricSpec(COUNT, H, "1 when the burn's verdict is OK and the GPU did work"),

@@ -33,7 +33,7 @@ DEFAULT_CRITICAL_XIDS = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)
 METRICS = ("gpu.persistence_mode", "gpu.ecc_mode", "gpu.ecc_corrected", "gpu.ecc_uncorrected",
            "gpu.retired_pages", "gpu.retired_pending", "gpu.remapped_rows", "gpu.remap_pending",
            "gpu.remap_failure", "gpu.pcie_gen", "gpu.pcie_width", "gpu.nvlink_down", "gpu.xid",
-           "gpu.xid_critical", "gpu.driver_fault", "gpu.memory")
+           "gpu.xid_critical", "gpu.driver_fault", "gpu.recovery_action", "gpu.memory")
 
 
 class GpuHealthParams(Params):
@@ -212,6 +212,28 @@ def driver_fault_findings(parsed_metrics: Sequence[Metric], inventory_gpus: Sequ
     return metrics, found
 
 
+def recovery_findings(parsed_metrics: Sequence[Metric], actions: Mapping[str, str],
+                      inventory_gpus: Sequence[Mapping[str, Any]]) -> tuple[list[Metric], list[Finding]]:
+    """gpu.recovery_action per GPU (Xid 154, the last one logged); any action but none fails its GPU."""
+    by_pci = {xid_parser.normalize_pci(str(g.get("pci_bus_id", ""))): i for i, g in enumerate(inventory_gpus)}
+    metrics: list[Metric] = []
+    found: list[Finding] = []
+    for m in parsed_metrics:
+        if m.name != "gpu.recovery_action":
+            continue
+        pci = str(m.labels.get("pci"))
+        gpu = by_pci.get(pci)
+        lab: dict[str, str | int] = {"gpu": gpu} if gpu is not None else {"pci": pci}
+        metrics.append(Metric("gpu.recovery_action", m.value, COUNT, lab))
+        if m.value:
+            who = f"GPU {gpu}" if gpu is not None else f"the GPU at PCI {pci}"
+            found.append(Finding(metric="gpu.recovery_action", labels=lab, outcome=Outcome.FAIL,
+                                 measured=m.value, unit=COUNT, high=0.0, source=SOURCE,
+                                 message=f"{who}: the driver asks for {actions.get(pci) or 'a recovery'} "
+                                         f"(Xid 154, action 0x{int(m.value):x})"))
+    return metrics, found
+
+
 def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
     """Read NVML and the kernel log; metrics per GPU and the health verdicts."""
     with nvml.NvmlSession() as nv:
@@ -226,15 +248,17 @@ def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
         for metric, items in findings(h, params).items():
             found.setdefault(metric, []).extend(items)
     problems: list[str] = []
-    fault_findings: list[Finding] = []
+    fault_findings: list[Finding] = []  # driver faults and Xid 154 (or the kernel log's own error)
     details: dict[str, Any] = {"gpus": len(health)}
     argv = xid_argv(params)
     if argv:
         try:
             res = ctx.run_tool(argv, name=params.xid_source)
-        except ToolError as e:
-            problems.append(f"could not read the kernel log for XIDs ({e}); run as root, or set "
-                            "xid_source: none")
+        except ToolError as e:  # that source is not judged; NVML's verdicts stand
+            fault_findings.append(Finding(
+                metric="gpu.xid_critical", outcome=Outcome.ERROR, unit=COUNT, high=0.0, source=SOURCE,
+                message=f"could not read the kernel log for XIDs ({e}); run as root, or set "
+                        "xid_source: none"))
         else:
             parsed = xid_parser.parse(res.stdout())
             xm, crit = xid_metrics(parsed.metrics, ctx.inventory.get("gpus", []), params.xid_critical)
@@ -246,6 +270,10 @@ def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
             details["xid_events"] = parsed.details.get("events", [])[:20]
             fm, fault_findings = driver_fault_findings(parsed.metrics, ctx.inventory.get("gpus", []))
             metrics += fm
+            rm, recovery = recovery_findings(parsed.metrics, parsed.details.get("recovery_actions", {}),
+                                             ctx.inventory.get("gpus", []))
+            metrics += rm
+            fault_findings += recovery
     own = [Finding(metric="gpu.lost", labels={"gpu": h.gpu}, outcome=Outcome.FAIL, measured=1.0, unit=COUNT,
                    high=0.0, message=f"GPU {h.gpu} does not answer NVML: {h.error}", source=SOURCE)
            for h in lost]

@@ -139,13 +139,34 @@ def test_xid_on_an_unknown_pci_address_keeps_the_address(tmp_path: Path, monkeyp
     assert m.labels == {"pci": "0000:9b:00", "xid": 119} and m.value == 5
 
 
-def test_unreadable_kernel_log_makes_the_run_invalid(tmp_path: Path, monkeypatch):
-    install(monkeypatch, [FakeGpu()])
-    fake_dmesg(tmp_path, monkeypatch, None, rc=1)
+def test_an_unreadable_kernel_log_errors_only_the_xid_rule_and_nvml_verdicts_stand(tmp_path: Path,
+                                                                                    monkeypatch):
+    gpus = [FakeGpu(), FakeGpu()]
+    gpus[1].ecc = {(1, 0): 3}  # uncorrected, volatile: a hardware fault NVML measured
+    install(monkeypatch, gpus)
+    fake_dmesg(tmp_path, monkeypatch, None, rc=1)  # non-root, or a container: dmesg is refused
     out = run_judged(KIND, GpuHealthParams(), ctx(tmp_path, []))
-    (p,) = out.problems
-    assert p.startswith("could not read the kernel log for XIDs (dmesg: exit 1: dmesg: read kernel buffer")
-    assert p.endswith("run as root, or set xid_source: none")
+    assert out.problems == ()  # the check is judged, not thrown away
+    (err,) = [e for e in out.evaluations if e.outcome is Outcome.ERROR]
+    assert err.metric == "gpu.xid_critical"
+    assert err.message.startswith("could not read the kernel log for XIDs (dmesg: exit 1: dmesg: read kernel "
+                                  "buffer") and err.message.endswith("run as root, or set xid_source: none")
+    assert fails(out) == {("gpu.ecc_uncorrected", 1): "GPU 1: 3 uncorrectable ECC errors (volatile)"}
+    from harness.compare import status_of
+    from harness.model import Status
+    assert status_of(out.evaluations) is Status.FAILED
+
+
+def test_xid_154_fails_the_gpu_whose_recovery_the_driver_asks_for(tmp_path: Path, monkeypatch):
+    install(monkeypatch, [FakeGpu(), FakeGpu()])
+    fake_dmesg(tmp_path, monkeypatch, "mig_attributed_xid94_and_xid154_recovery_action.txt")
+    out = run_judged(KIND, GpuHealthParams(), ctx(tmp_path, ["00000000:01:00.0", "00000018:01:00.0"]))
+    f = fails(out)
+    assert f[("gpu.recovery_action", 0)] == ("GPU 0: the driver asks for Node Reboot Required (Xid 154, "
+                                             "action 0x2)")
+    assert f[("gpu.recovery_action", 1)] == "GPU 1: the driver asks for Drain and Reset (Xid 154, action 0x4)"
+    # the MIG-attributed Xid 94 counts for the physical GPU 0 (critical by default)
+    assert f[("gpu.xid_critical", 0)].startswith("GPU 0: 3 critical XID event(s)")
 
 
 def test_plan_lists_the_log_command():
