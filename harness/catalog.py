@@ -93,7 +93,11 @@ METRICS: Mapping[str, MetricSpec] = {
     "gpu.remapped_rows": MetricSpec(COUNT, L, "memory rows remapped, label kind=correctable|uncorrectable"),
     "gpu.remap_pending": MetricSpec(COUNT, L, "1 when a row remap waits for a GPU reset"),
     "gpu.remap_failure": MetricSpec(COUNT, L, "1 when a row remap failed"),
-    "gpu.nvlink_down": MetricSpec(COUNT, L, "NVLink links present but not up"),
+    "gpu.nvlink_down": MetricSpec(COUNT, L, "NVLink links present but not up (a PCIe card without "
+                                  "bridges has all of them down)"),
+    "gpu.nvlink_up": MetricSpec(COUNT, H, "NVLink links up"),
+    "gpu.fabric_healthy": MetricSpec(COUNT, H, "1 when the GPU's NVLink fabric registration completed "
+                                     "with success and a healthy mask"),
     "gpu.xid_critical": MetricSpec(COUNT, L, "XID events of the critical set in the kernel log"),
     "gpu.recovery_action": MetricSpec(COUNT, L, "the recovery the driver last asked for in an Xid 154 "
                                       "(0 none, 1 GPU reset, 2 node reboot, 4 drain and reset)"),
