@@ -194,8 +194,10 @@ def run(params: GpuBurnParams, ctx: CheckContext) -> CheckOutput:
         kernel, tmp = safe_kernel(str(_kernel(params)))
     argv = build_argv(params, kernel)
     ctx.progress(f"{params.engine}: about {estimate_s(params):.0f} s")
-    # CUDA ordinal i = NVML's GPU i (the inventory's numbering): bus order, every GPU by UUID
-    env = None if params.engine == "dcgm" else gpu_identity.cuda_env(ctx.inventory.get("gpus", []))
+    # CUDA ordinal i = NVML's GPU ordinals[i] (the inventory's numbering): bus order, every GPU by UUID
+    env, ordinals = gpu_identity.cuda_visible(ctx.inventory.get("gpus", []))
+    if params.engine == "dcgm":
+        env, ordinals = None, tuple(range(len(ctx.inventory.get("gpus", []))))
     try:
         res = ctx.run_tool(argv, name=params.engine, timeout_s=budget_s(params), env=env, check_rc=False)
     finally:
@@ -205,14 +207,14 @@ def run(params: GpuBurnParams, ctx: CheckContext) -> CheckOutput:
         raise ToolError(f"{params.engine}: interrupted; its process group was killed", argv=res.argv)
     text = res.stdout() + "\n" + res.stderr()
     parser = {"dcgm": dcgm.parse, "builtin": burnlog.parse}.get(params.engine, gpuburn.parse)
-    parsed = parser(text if params.engine != "builtin" else res.stdout())
+    parsed = gpu_identity.renumber(parser(text if params.engine != "builtin" else res.stdout()), ordinals)
     if not parsed.metrics and res.rc != 0:  # nothing to judge: the tool itself failed
         why = "; ".join(parsed.problems[:2]) or res.tail(300) or "no output"
         raise ToolError(f"{params.engine}: exit {res.rc}: {why}", argv=res.argv, rc=res.rc,
                         output_tail=res.tail())
     problems = list(parsed.problems) + _coverage(parsed, ctx, params)
     problems += gpu_identity.cuda_order_problems(parsed.details.get("pci_bus_ids") or [],
-                                                 ctx.inventory.get("gpus", []))
+                                                 ctx.inventory.get("gpus", []), ordinals)
     if params.engine == "dcgm":
         problems += _dcgm_exercised(parsed, params)
         found = _dcgm_verdicts(parsed)

@@ -200,6 +200,21 @@ def test_a_fatbin_behind_a_switch_holding_path_keeps_its_name(tmp_path: Path):
         shutil.rmtree(str(tmp))
 
 
+def test_a_gpu_without_a_uuid_is_left_out_of_cuda_and_coverage_names_it_not_the_last(tmp_path: Path):
+    # NVML counts 3 GPUs but cannot name GPU 1 (lost): CUDA is given GPUs 0 and 2 by UUID, so CUDA's
+    # device 1 is NVML's GPU 2; the burn's results land on GPU 0 and 2, and GPU 1 is the one missing
+    sample = DATA / "gpu-burn" / "gpu_burn_k80_2gpu_doubles_ok_interleaved_child_output.txt"
+    exe = tmp_path / "gpu_burn"
+    exe.write_text(f'#!/bin/sh\n[ "$CUDA_VISIBLE_DEVICES" = GPU-aaaa,GPU-cccc ] || exit 3\ncat "{sample}"\n')
+    exe.chmod(0o755)
+    inv = {"gpus": [{"index": 0, "uuid": "GPU-aaaa"}, {"index": 1, "uuid": None, "error": "GPU is lost"},
+                    {"index": 2, "uuid": "GPU-cccc"}]}
+    c = CheckContext("burn", tmp_path, 60, False, False, inv, logging.getLogger("t"))
+    out = KIND.run(GpuBurnParams(binary=str(exe), duration=10), c)
+    assert out.problems == ("gpu-burn reported 2 of the 3 GPUs NVML sees; missing GPU 1",)
+    assert sorted({m.labels["gpu"] for m in out.metrics if m.name == "gpu_burn.ok"}) == [0, 2]
+
+
 # ---------------------------------------------------------------- engine auto
 
 def fake_package(root: Path, name: str) -> None:
