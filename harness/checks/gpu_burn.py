@@ -195,7 +195,8 @@ def run(params: GpuBurnParams, ctx: CheckContext) -> CheckOutput:
     argv = build_argv(params, kernel)
     ctx.progress(f"{params.engine}: about {estimate_s(params):.0f} s")
     # CUDA ordinal i = NVML's GPU ordinals[i] (the inventory's numbering): bus order, every GPU by UUID
-    env, ordinals = gpu_identity.cuda_visible(ctx.inventory.get("gpus", []))
+    cuda, ordinals = gpu_identity.cuda_visible(ctx.inventory.get("gpus", []))
+    env: dict[str, str] | None = cuda
     if params.engine == "dcgm":
         env, ordinals = None, tuple(range(len(ctx.inventory.get("gpus", []))))
     try:
