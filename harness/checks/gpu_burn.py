@@ -234,7 +234,9 @@ def verdicts(params: GpuBurnParams, hardware: Mapping[str, Any]) -> list[str]:
         pass  # auto with no engine here: described for either
     if params.engine == "dcgm":
         return [f"every dcgmi diag -r {params.dcgm_level} test must pass (a warning fails too); a run "
-                "that skipped every hardware test is invalid"]
+                "that skipped every hardware test is invalid",
+                "DCGM's own internal errors and deployment warnings about the setup (persistence mode, a "
+                "service or library) are errors of the environment, not the GPU's"]
     fault = {"gpu-burn": "FAULTY (computation errors)", "builtin": "a product that differs from the first"}
     what = fault.get(params.engine, "FAULTY, or a product that differs from the first,")
     return [f"{what} fails its GPU; a GPU that did no work or died, or a missing final verdict, "
@@ -295,7 +297,8 @@ def _burn_verdicts(parsed: ParseResult, engine: str,
 
 
 def _dcgm_verdicts(parsed: ParseResult) -> tuple[Finding, ...]:
-    """Each failed or warned DCGM test fails with DCGM's own message."""
+    """Each failed or warned DCGM test fails with DCGM's own message; an environment problem DCGM
+    reported (internal error, setup) is an error."""
     messages = {f.split(":", 1)[0]: f for f in parsed.details.get("failures", [])}
     out = []
     results = [m for m in parsed.metrics if m.name == "dcgm.result"]
@@ -306,6 +309,9 @@ def _dcgm_verdicts(parsed: ParseResult) -> tuple[Finding, ...]:
         out.append(Finding(metric="dcgm.result", labels=m.labels, outcome=Outcome.FAIL, measured=m.value,
                            unit=COUNT, reference=1.0, low=1.0,
                            message=messages.get(where, f"{where}: not passed"), source="dcgmi diag"))
+    out += [Finding(metric="dcgm.result", outcome=Outcome.ERROR, unit=COUNT, reference=1.0, low=1.0,
+                    message=f"not a hardware verdict: {msg}", source="dcgmi diag")
+            for msg in parsed.details.get("environment", [])]
     if results and not out:
         out.append(Finding(metric="dcgm.result", outcome=Outcome.PASS, measured=1.0, unit=COUNT,
                            reference=1.0, low=1.0, reduce="min",

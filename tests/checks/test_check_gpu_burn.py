@@ -137,13 +137,25 @@ def test_dcgm_json_pass(tmp_path: Path, monkeypatch):
     assert out.summary == "dcgmi diag -r 3: 15 of 15 passed"
 
 
-def test_dcgm_failure_carries_dcgm_message(tmp_path: Path, monkeypatch):
+def test_dcgm_persistence_mode_off_is_an_environment_error_not_a_faulty_gpu(tmp_path: Path, monkeypatch):
     out = dcgm(tmp_path, monkeypatch, "diag_r4_table_rtx2060s_persistence_fail_memtest_pass.txt", 1, level=4,
                rc=226)
     assert out.problems == ()
-    (ev,) = out.evaluations
-    assert ev.outcome is Outcome.FAIL and ev.labels == {"test": "Persistence Mode"}
-    assert ev.message.startswith("Persistence Mode: Fail: Persistence mode for GPU 0 is currently disabled.")
+    assert not [e for e in out.evaluations if e.outcome is Outcome.FAIL]
+    (err,) = [e for e in out.evaluations if e.outcome is Outcome.ERROR]
+    assert err.message.startswith("not a hardware verdict: Persistence Mode: Fail: Persistence mode for "
+                                  "GPU 0 is currently disabled.")
+    from harness.compare import status_of
+    from harness.model import Status
+    assert status_of(out.evaluations) is Status.ERRORED
+
+
+def test_dcgm4_test_failing_above_passing_gpu_rows_does_not_pass(tmp_path: Path, monkeypatch):
+    out = dcgm(tmp_path, monkeypatch, "diag_r2_table_dcgm4.4.1_8x_b200_pcie_fail_internal_error_in_slurm.txt",
+               8, level=2)
+    (err,) = [e for e in out.evaluations if e.outcome is Outcome.ERROR]
+    assert "pcie: Fail: There was an internal error during the test" in err.message
+    assert not [e for e in out.evaluations if e.outcome is Outcome.FAIL]
 
 
 def test_dcgm_that_skipped_all_hardware_tests_is_invalid(tmp_path: Path, monkeypatch):

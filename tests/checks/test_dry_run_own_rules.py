@@ -88,6 +88,8 @@ def test_dry_run_lists_every_rule_a_kind_adds_from_its_params(tmp_path):
     assert [ln for ln in b["dcgm"] if ln.startswith(("verdict: ", "expect ", "("))] == [
         "verdict: every dcgmi diag -r 3 test must pass (a warning fails too); a run that skipped every "
         "hardware test is invalid",
+        "verdict: DCGM's own internal errors and deployment warnings about the setup (persistence mode, a "
+        "service or library) are errors of the environment, not the GPU's",
         "verdict: a GPU that stops answering NVML during the check fails (telemetry)",
         "verdict: a busy GPU's PCIe link below its maximum generation or width fails (telemetry)"]
     assert any(ln.startswith("verdict: FAULTY (computation errors) fails its GPU") for ln in b["burn"])
