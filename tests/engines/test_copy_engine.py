@@ -191,11 +191,11 @@ class _Cudart:
         self.registered: list[tuple[int, set[int]]] = []
         self.unregistered: list[int] = []
 
-    def cudaHostRegister(self, ptr: int, nbytes: int, flags: int) -> int:  # noqa: N802 (CUDA's name)
+    def cudaHostRegister(self, ptr: int, nbytes: int, flags: int) -> int:
         self.registered.append((ptr, os.sched_getaffinity(0)))
         return 0
 
-    def cudaHostUnregister(self, ptr: int) -> int:  # noqa: N802
+    def cudaHostUnregister(self, ptr: int) -> int:
         self.unregistered.append(ptr)
         return 0
 
