@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -183,10 +184,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="products timed per verification (default 10; 1 on the CPU)")
     ap.add_argument("--mem-fraction", type=float, default=0.8,
                     help="share of free device memory the memory pass fills (0: none)")
-    ap.add_argument("--host-devices", type=int, default=1, help="numpy backend: stand-ins for GPUs")
+    ap.add_argument("--host-devices", type=int, default=None,
+                    help="numpy backend: stand-ins for GPUs (default: one per device CUDA_VISIBLE_DEVICES "
+                         "names, as the gpu_burn check sets it, else 1)")
     ap.add_argument("--device", type=int, default=None, help="child mode: burn this device only")
     ap.add_argument("--grace", type=float, default=GRACE_S, help="seconds a child may overrun the burn")
     args = ap.parse_args(argv)
+    if args.host_devices is None:
+        visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+        args.host_devices = len(visible) or 1
     try:
         be = backend(args.backend, args.host_devices)
         devices = be.devices() if args.device is None else [args.device]

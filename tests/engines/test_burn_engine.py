@@ -225,3 +225,16 @@ def test_the_check_fails_a_wrong_gpu_with_the_reason(tmp_path: Path):
     (ev,) = _burn_verdicts(parsed, "builtin", parsed.details["faults"])
     assert ev.outcome is Outcome.FAIL and ev.labels["gpu"] == 2
     assert ev.message.startswith("GPU 2: wrong results (its product of the common inputs differs")
+
+
+def test_the_numpy_backend_stands_in_for_every_gpu_the_check_makes_visible(tmp_path: Path):
+    # the gpu_burn check sets CUDA_VISIBLE_DEVICES to NVML's GPUs by UUID; on the NVML fake (2 GPUs)
+    # the CPU burn must report both, or the device-check rehearsal reads "1 of the 2 GPUs"
+    import os
+
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "GPU-00000000-fake,GPU-00000001-fake"}
+    p = subprocess.run([sys.executable, "-m", "harness.engines.burn", "--seconds", "0.2", "--dtype", "fp32",
+                        "--backend", "numpy", "--size", "32", "--mem-fraction", "0"], env=env,
+                       capture_output=True, text=True, timeout=120, check=False)
+    results = [json.loads(ln) for ln in p.stdout.splitlines() if '"result"' in ln]
+    assert sorted(r["gpu"] for r in results) == [0, 1], p.stdout + p.stderr
