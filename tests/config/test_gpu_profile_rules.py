@@ -13,7 +13,8 @@ from harness.parsers import clockreasons
 from harness.series import telemetry
 
 HS = clockreasons.BITS["hw_slowdown"]
-GPU_PROFILES = ["a100-sxm-8x", "h100-sxm-8x", "h200-sxm-8x", "dgx-h100"]
+GPU_PROFILES = ["a100-sxm-8x", "h100-sxm-8x", "h200-sxm-8x", "dgx-h100", "b200-sxm-8x", "b300-sxm-8x",
+                "gb200-nvl-4x"]
 
 
 def judged(profile: str, s) -> dict[tuple[str, str], Outcome]:

@@ -87,12 +87,13 @@ def _nvml(name: str, count: int) -> list[dict[str, str]]:
     ("NVIDIA A100-SXM4-80GB", "a100-sxm-8x"),
     ("NVIDIA B200", "b200-sxm-8x"),
     ("NVIDIA B300 SXM6 AC", "b300-sxm-8x"),
+    ("NVIDIA GB200", "gb200-nvl-4x"),  # one compute tray
 ])
 def test_select_profile_by_model(gpu_name, expected):
-    inv = {"gpus": [{"name": gpu_name}] * 8}
+    inv = {"gpus": [{"name": gpu_name}] * (4 if expected.startswith("gb200") else 8)}
     name, reason = select_profile(inv, _profiles())
     assert name == expected
-    assert reason == f"auto: found 8 x {gpu_name}; matches the model of profile {expected}"
+    assert reason == f"auto: found {len(inv['gpus'])} x {gpu_name}; matches the model of profile {expected}"
 
 
 def test_a_node_that_lost_a_gpu_keeps_its_profile_and_names_the_missing_gpu():
