@@ -157,10 +157,14 @@ def run(params: GpuBandwidthParams, ctx: CheckContext) -> CheckOutput:
             for key in ("version", "driver"):
                 details.setdefault(key, d.get(key))
     elif params.engine == "bandwidthtest":
+        ordinals = gpu_identity.cuda_visible(ctx.inventory.get("gpus", []))[1]
         for gpu in _gpu_indices(ctx.inventory) or [0]:
+            if ordinals and gpu not in ordinals:  # no UUID: not given to CUDA (coverage names it)
+                continue
+            cuda = ordinals.index(gpu) if gpu in ordinals else gpu  # CUDA's number for NVML's GPU
             ctx.progress(f"bandwidthTest GPU {gpu}")
-            m, p, _ = _one(ctx, bandwidthtest_argv(params, gpu), f"bandwidthTest-gpu{gpu}",
-                           cudasamples.parse_bandwidthtest, f"bandwidthTest --device={gpu}")
+            m, p, _ = _one(ctx, bandwidthtest_argv(params, cuda), f"bandwidthTest-gpu{gpu}",
+                           cudasamples.parse_bandwidthtest, f"bandwidthTest --device={cuda}")
             metrics += [Metric(x.name, x.value, x.unit, {**x.labels, "gpu": gpu}) for x in m]
             problems += [f"GPU {gpu}: {x}" for x in p]
     else:
