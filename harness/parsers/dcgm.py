@@ -15,7 +15,8 @@ the setup (persistence mode off, a service or library missing), is no `dcgm.resu
 
 JSON shapes: 3.x root "DCGM GPU Diagnostic", results carry "gpu_ids" ("0" or "0,1");
 4.x root "DCGM Diagnostic", results carry "entity_group": "GPU" and "entity_id", "info" is a
-list. Warnings are {"warning": text, "error_id": n, ...} objects in both.
+list, and a failing "test_summary" is the test's own result (never hidden by passing GPUs).
+Warnings are {"warning": text, "error_id": n, ...} objects in both.
 """
 
 from __future__ import annotations
@@ -113,6 +114,10 @@ def _parse_json(text: str) -> ParseResult:
         for r in t.get("results") or []:
             if isinstance(r, Mapping):
                 _json_result(res, name, r)
+        summary = t.get("test_summary")  # 4.x: the test's own result beside its per-GPU ones
+        if isinstance(summary, Mapping) and str(summary.get("status") or "").lower() in ("fail", "warn"):
+            _json_result(res, name, {"status": summary.get("status"), "entity_group": "none",
+                                     "warnings": summary.get("warnings")})
     if not res.status and not problems:
         problems.append("no test results in the diagnostic")
     return _finish(res, problems, {"format": f"json {version}" if version else "json fragment"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -152,3 +153,17 @@ def test_dcgm4_test_row_fail_above_per_gpu_passes_does_not_read_as_passed():
     r = dcgm.parse(table)
     got = {(m.labels["test"], m.labels.get("gpu")): m.value for m in r.metrics}
     assert got[("pcie", None)] == 0.0 and got[("pcie", 2)] == 1.0
+
+
+def test_dcgm4_json_test_summary_fail_beside_passing_gpus_is_not_passed():
+    # constructed from the real 4.x fragment: its "diagnostic" test_summary "Pass" made "Fail" with a
+    # warning, the eight per-GPU results left Pass
+    text = (DATA / "diag_r4_json_dcgm4_fragment_8gpu_diagnostic_test_info_truncation.txt").read_text()
+    warn = '"warnings": [{"warning": "GPU 3 compute error"}], "status": "Fail"'
+    summary = r'"test_summary" :(\s*)\{(\s*)"status" : "Pass"'
+    failed, n = re.subn(summary, r'"test_summary" :\1{\2' + warn, text)
+    assert n == 1
+    r = dcgm.parse(failed)
+    got = {(m.labels["test"], m.labels.get("gpu")): m.value for m in r.metrics}
+    assert got[("diagnostic", None)] == 0.0 and got[("diagnostic", 3)] == 1.0
+    assert r.details["failures"] == ["diagnostic: Fail: GPU 3 compute error"]
