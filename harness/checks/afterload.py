@@ -11,8 +11,9 @@ check's own:
   maximum recommended by RM"); an NVLink recovery (the link retrained: a flapping link) fails, and
   NVLink CRC and replay errors warn; new XIDs of the critical set fail their GPU;
 * NVML's GPU recovery action (`gpu.recovery_action`) other than none fails, naming the action;
-* any fact the gpu_health gate fails (a pending or failed row remap, a pending page retirement, a
-  link down, the NVLink fabric, ...) that was fine before the load fails, with "after the load";
+* any fact the gpu_health gate fails (a pending or failed row remap, a pending page retirement,
+  fewer NVLinks up than the GPU's siblings, the NVLink fabric, ...) that was fine before the load
+  fails, with "after the load";
 * a GPU that answered before and does not after fails (`gpu.lost`), unless the telemetry already
   named it.
 """
@@ -20,9 +21,9 @@ check's own:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from harness.checks import gpu_health
+from harness.checks import gpu_health, gpu_links
 from harness.model import Finding, Metric, Outcome
 from harness.platform import nvml
 from harness.units import COUNT
@@ -137,8 +138,30 @@ def judge(before: Reading, after: Reading, seconds: float, critical: Sequence[in
                                      high=0.0 if issue.outcome is Outcome.FAIL else None,
                                      message="after the load: " + issue.message.replace(
                                          f"GPU {b.gpu}:", f"{who}:", 1)))
+    found += _links(before, after, names or {})
     found += _xids(before, after, critical, names or {})
     return tuple(metrics), tuple(found)
+
+
+def _gate_links(health: Sequence[nvml.GpuHealth]) -> dict[tuple[str, object], Finding]:
+    """The gate's failing or warning NVLink and fabric verdicts per (metric, GPU)."""
+    out = [*gpu_links.nvlink_findings(health, None), *gpu_links.fabric_findings(health)[1]]
+    return {(f.metric, f.labels.get("gpu")): f for f in out
+            if f.outcome in (Outcome.FAIL, Outcome.WARN) and "gpu" in f.labels}
+
+
+def _links(before: Reading, after: Reading, names: Mapping[int, str]) -> list[Finding]:
+    """NVLink and fabric verdicts that appeared during the load (links that went down, a fabric that
+    degraded); those already there before are the gate's."""
+    was = _gate_links(before.health)
+    out = []
+    for key, f in _gate_links([h for h in after.health if not h.error]).items():
+        if key not in was:
+            g = f.labels.get("gpu")
+            who = names.get(g, f"GPU {g}") if isinstance(g, int) else f"GPU {g}"
+            out.append(replace(f, source=SOURCE, message="after the load: " + f.message.replace(
+                f"GPU {g}:", f"{who}:", 1)))
+    return out
 
 
 def _xids(before: Reading, after: Reading, critical: Sequence[int],

@@ -123,6 +123,16 @@ class GpuHealth:
     nvlink_crc: int | None = None
     recovery_action: int | None = None  # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: 0 none, RECOVERY_ACTIONS
     error: str | None = None
+    fabric: FabricInfo | None = None  # None: no NVLink fabric (no NVSwitch), or NVML does not say
+
+
+@dataclass(frozen=True)
+class FabricInfo:
+    """nvmlDeviceGetGpuFabricInfoV: the GPU's NVLink fabric registration (NVSwitch systems)."""
+
+    state: int  # NVML_GPU_FABRIC_STATE_*: 1 not started, 2 in progress, 3 completed
+    status: int  # an NVML return code: meaningful once the state is completed (0 = success)
+    health_mask: int  # NVML_GPU_FABRIC_HEALTH_MASK_* fields (harness.checks.gpu_fabric decodes them)
 
 
 RECOVERY_ACTIONS = {1: "GPU reset required", 2: "node reboot required", 3: "drain peer-to-peer traffic",
@@ -369,7 +379,7 @@ class NvmlSession:
                 gpu=i, util=None if util is None else float(util.gpu),
                 sm_clock=_f(g("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_SM)),
                 sm_clock_max=_f(g("nvmlDeviceGetMaxClockInfo", h, nv.NVML_CLOCK_SM)),
-                reasons=_i(reasons), temp=_f(g("nvmlDeviceGetTemperature", h, nv.NVML_TEMPERATURE_GPU)),
+                reasons=_i(reasons), temp=self._temp(h),
                 mem_used=None if mem is None else int(mem.used),
                 mem_total=None if mem is None else int(mem.total),
                 pcie_rx=None if rx is None else rx * 1e3 / 1e9,  # NVML gives KB/s
@@ -455,7 +465,7 @@ class NvmlSession:
                 pcie_gen_max=_i(g("nvmlDeviceGetMaxPcieLinkGeneration", h)),
                 pcie_width=_i(g("nvmlDeviceGetCurrPcieLinkWidth", h)),
                 pcie_width_max=_i(g("nvmlDeviceGetMaxPcieLinkWidth", h)),
-                nvlink_up=up, nvlink_total=total,
+                nvlink_up=up, nvlink_total=total, fabric=self._fabric(h),
                 pcie_replays=_i(g("nvmlDeviceGetPcieReplayCounter", h)),
                 nvlink_replay=replay, nvlink_recovery=recovery, nvlink_crc=crc,
                 recovery_action=None if action is None else int(action),
@@ -477,6 +487,18 @@ class NvmlSession:
                 total(getattr(nv, "NVML_NVLINK_ERROR_DL_RECOVERY", 1)),
                 total(getattr(nv, "NVML_NVLINK_ERROR_DL_CRC_FLIT", 2),
                       getattr(nv, "NVML_NVLINK_ERROR_DL_CRC_DATA", 3)))
+
+    def _fabric(self, h: Any) -> FabricInfo | None:
+        """The fabric state, status and health mask; None where the GPU has no fabric (state 0)."""
+        make = getattr(self._nv, "c_nvmlGpuFabricInfoV_t", None)
+        if make is None or getattr(self._nv, "nvmlDeviceGetGpuFabricInfoV", None) is None:
+            return None
+        import ctypes  # start-up: only a GPU health read needs it
+
+        info = make()
+        if self._get("nvmlDeviceGetGpuFabricInfoV", h, ctypes.byref(info)) is None or not info.state:
+            return None
+        return FabricInfo(int(info.state), int(info.status), int(info.healthMask))
 
     def _nvlinks(self, h: Any) -> tuple[int | None, int | None]:
         """(links up, links present); (None, None) on a GPU without NVLink."""

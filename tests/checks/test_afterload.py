@@ -41,10 +41,15 @@ def test_pcie_replays_fail_above_dcgms_eight_a_minute():
 
 
 def test_states_that_went_bad_during_the_load_fail_with_after_the_load():
-    _, found = outcomes(OK, replace(OK, remap_pending=True, nvlink_up=17))
+    _, found = outcomes(OK, replace(OK, remap_pending=True))
     assert found[("gpu.remap_pending", None)] == (
         Outcome.FAIL, "after the load: GPU 0: a row remap is pending: reset the GPU")
-    assert found[("gpu.nvlink_down", None)][1] == "after the load: GPU 0: 1 of 18 NVLink links are down"
+    # a link that went down under the load: fewer up than its sibling (the gate's rule, gpu_links)
+    one = replace(OK, gpu=1)
+    _, links = judge(Reading((OK, one)), Reading((replace(OK, nvlink_up=17), one)), 600.0, CRIT)
+    (down,) = [f for f in links if f.metric == "gpu.nvlink_down"]
+    assert down.labels["gpu"] == 0 and down.outcome is Outcome.FAIL
+    assert down.message.startswith("after the load: GPU 0")
     # a state that was bad already before is the gate's finding, not the load's
     _, again = outcomes(replace(OK, remap_pending=True), replace(OK, remap_pending=True))
     assert again == {}

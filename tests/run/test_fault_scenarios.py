@@ -133,22 +133,20 @@ def test_a_power_brake_assertion_fails_the_gpu(tmp_path: Path):
     assert ("gpu.throttle_pct", 0) in r.fails("gpu-burn")
 
 
-def test_hw_slowdown_bursts_end_in_bound_with_consistent_outputs(tmp_path: Path):
-    """Repeated sub-second HW slowdowns on GPU 7 (2 samples of every 10). Whether they fail is the
-    telemetry's rule (HW slowdown episodes, judged elsewhere); here: the run ends in its bound and
-    exit code, results.json, the quiet line and the report agree, and a failure names GPU 7."""
+def test_hw_slowdown_bursts_fail_the_gpu(tmp_path: Path):
+    """Repeated sub-second HW slowdowns on GPU 7 (2 samples of every 10: a weak VR or PSU tripping
+    NVML's fast trigger). Each is shorter than the 0.5 s a P-state change may show, and before they
+    were erased; counted as episodes they fail GPU 7."""
     r = run(tmp_path, gpus(g7={"reasons": {"after": 3, "every": 10, "for": 2, "on": 0x8}}))
-    written(r)
-    if r.record["verdict"] == "REJECTED":
-        assert "gpu=7" in r.quiet or "GPU 7" in r.quiet
+    rejected_naming(r, 7, "gpu-burn")
+    assert ("gpu.hw_slowdown_episodes", 7) in r.fails("gpu-burn")
 
 
-def test_a_pcie_nvl_card_ends_in_bound_with_consistent_outputs(tmp_path: Path):
-    """H200 NVL cards without bridges: every NVLink reports disabled. How links are judged against
-    the profile is the gate's rule (judged elsewhere); here: the run is judged (never stuck or
-    ERRORED by the harness), ends in its bound, and its outputs agree."""
+def test_a_pcie_nvl_card_is_accepted_with_its_links_disabled(tmp_path: Path):
+    """H200 NVL cards without bridges: every NVLink reports disabled, which is not a fault (before,
+    every GPU failed as '18 of 18 NVLink links are down'). The node is judged and ACCEPTED."""
     r = run(tmp_path, [{"name": "NVIDIA H200 NVL", "nvlinks_down": 18, "pcie": [5, 5, 16, 16]}
                        for _ in range(EIGHT)], profile="generic")
     written(r)
-    assert r.record["verdict"] in ("ACCEPTED", "REJECTED")
-    assert r.check("gpu-burn")["status"] in ("passed", "warned", "failed")
+    assert (r.code, r.record["verdict"]) == (0, "ACCEPTED"), r.quiet
+    assert r.check("gpu-health")["status"] == "passed" and r.check("gpu-burn")["status"] == "passed"

@@ -14,6 +14,7 @@ clock-event reasons for HW slowdown bursts or a power-brake assertion).
 
 from __future__ import annotations
 
+import ctypes
 import sys
 import threading
 import time
@@ -74,6 +75,7 @@ class FakeGpu:
     remap: tuple[int, int, int, int] | None = (0, 0, 0, 0)  # corr, unc, pending, failure
     nvlinks: int = 18
     nvlinks_down: int = 0
+    fabric: tuple[int, int, int] | None = None  # (state, status, health mask); None: no fabric
     lost_after: int | None = None  # reads after which the GPU is gone
     hang_after: int | None = None  # reads after which every call on it blocks (-1: from the start)
     nvlink_errors: dict[int, int | Callable[[int], int]] = field(default_factory=dict)  # counter -> on link 0
@@ -180,6 +182,18 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
             raise NVMLError(NOT_SUPPORTED)
         return int(g.at(g.nvlink_errors.get(counter, 0))) if link == 0 else 0
 
+    class FabricInfoV(ctypes.Structure):  # the binding's c_nvmlGpuFabricInfo_v2_t fields we read
+        _fields_ = [("version", ctypes.c_uint), ("status", ctypes.c_uint), ("state", ctypes.c_uint),
+                    ("healthMask", ctypes.c_uint32)]
+
+    def fabric_info(h: int, ref: object) -> int:
+        g = gpu(h)
+        if g.fabric is None:
+            raise NVMLError(NOT_SUPPORTED)
+        info = getattr(ref, "_obj", ref)
+        info.state, info.status, info.healthMask = g.fabric  # type: ignore[attr-defined]
+        return 0
+
     def retired(h: int, cause: int) -> list[int]:
         g = gpu(h)
         return [0x1000 * (i + 1) for i in range(g.retired[cause])]
@@ -243,6 +257,7 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
         "nvmlDeviceGetEnforcedPowerLimit": lambda h: milliwatts(gpu(h).power_limit_w),
         "nvmlDeviceGetPowerManagementDefaultLimit": lambda h: milliwatts(gpu(h).default_limit_w),
         "nvmlDeviceGetTemperatureThreshold": threshold,
+        "nvmlDeviceGetGpuFabricInfoV": fabric_info, "c_nvmlGpuFabricInfoV_t": FabricInfoV,
     }
     if temperature_v:
         fns["nvmlDeviceGetTemperatureV"] = fns.pop("nvmlDeviceGetTemperature")
