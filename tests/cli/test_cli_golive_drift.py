@@ -1,17 +1,23 @@
 """Acceptance, then quarterly, on one node through `harness run`: the quarterly suite's `vs: golive`
 rules are judged against the acceptance run although its fio jobs run longer (a longer run measures
 the same thing), and where go-live has no value the page says why. The suites are the shipped ones
-cut to the checks this machine can run for real (inventory, fio) with shorter runtimes; the GPU,
-NCCL and RDMA rules' pairing is held by tests/history/test_golive_pairs.py."""
+cut to the checks this machine can run (inventory, real fio; NCCL on 8 fake H100s with a stand-in
+all_reduce_perf printing real output), lengths shortened; the pairing of every other `vs: golive`
+rule (GPU burn, H2D/D2H/P2P, RDMA) is held on the planned digests by tests/history/test_golive_pairs.py."""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
 from clihelp import ROOT, harness, results, run_dirs, write
+from pcisysfs import lines, write_tree
 
 PROFILE = """\
 name: lenient
@@ -22,10 +28,13 @@ expectations:
 """
 
 
-def cut(suite: str, runtime: int, **job_change: Any) -> str:
-    """The shipped suite with only inventory and fio-quick, fio jobs `runtime` s on 16 MiB files."""
+KEEP = ("inventory", "fio-quick")
+
+
+def cut(suite: str, runtime: int, keep: tuple[str, ...] = KEEP, **job_change: Any) -> str:
+    """The shipped suite with only the checks in `keep`, fio jobs `runtime` s on 16 MiB files."""
     doc = yaml.safe_load((ROOT / "suites" / f"{suite}.yaml").read_text())
-    doc["checks"] = [c for c in doc["checks"] if c["id"] in ("inventory", "fio-quick")]
+    doc["checks"] = [c for c in doc["checks"] if c["id"] in keep]
     fio = next(c for c in doc["checks"] if c["id"] == "fio-quick")
     fio["params"]["jobs"] = [{**j, "runtime": runtime, "size": "16M", "iodepth": 4,
                               **(job_change if j["name"] == "seqread_1m" else {})}
@@ -76,3 +85,45 @@ def test_where_go_live_has_no_value_the_page_says_why(tmp_path: Path):
     assert "Not compared with an earlier run" in html and why in html
     assert 'class="golive-why"' in html
     json.dumps(q["history"])  # plain JSON
+
+
+NCCL_H100 = ROOT / "tests" / "data" / "nccl-tests" / "all_reduce_h100_2node_16rank_oci.txt"
+LAUNCH = ROOT / "tests" / "support" / "nodelaunch.py"
+
+
+def gpu_run(tmp_path: Path, name: str, text: str, store: Path, bins: Path) -> dict[str, Any]:
+    """`harness run` on 8 fake H100s (NVML and the PCI bus faked, tests/support/nodelaunch.py)."""
+    spec = tmp_path / "node.json"
+    if not spec.exists():
+        pci = write_tree(tmp_path / "pci", lines())
+        idle = {"name": "NVIDIA H100 80GB HBM3", "util": 0.0, "temp": 35.0}  # settled at once
+        spec.write_text(json.dumps({"gpus": [idle] * 8, "pci_root": str(pci)}))
+    out = tmp_path / name
+    argv = [sys.executable, str(LAUNCH), str(spec), "run", str(write(tmp_path / f"{name}.yaml", text)),
+            "--profile", str(write(tmp_path / "lenient.yaml", PROFILE)), "--output", str(out),
+            "--history", str(store)]
+    r = subprocess.run(argv, cwd=ROOT, text=True, capture_output=True, timeout=120,
+                       env={**os.environ, "PATH": f"{bins}:{os.environ['PATH']}"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    (run_dir,) = run_dirs(out)
+    return results(run_dir)
+
+
+def test_nccl_busbw_against_go_live_on_an_8_gpu_node(tmp_path: Path):
+    """The shipped nccl checks of acceptance and quarterly pair: nccl.busbw vs go-live is judged."""
+    bins = tmp_path / "bin"
+    bins.mkdir()
+    fake = bins / "all_reduce_perf"  # a stand-in printing a real 8 x H100 nccl-tests output
+    fake.write_text(f'#!/bin/sh\ncat "{NCCL_H100}"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    store = tmp_path / "history.sqlite"
+    keep = ("inventory", "nccl", "fio-quick")
+    golive = gpu_run(tmp_path, "acceptance", cut("acceptance", 1, keep), store, bins)
+    assert golive["verdict"] == "ACCEPTED", [(c["id"], c["status"], c.get("message"))
+                                             for c in golive["checks"]]
+    q = gpu_run(tmp_path, "quarterly", cut("quarterly", 2, keep), store, bins)
+    drift = next(c for c in q["checks"] if c["kind"] == "drift")
+    judged = [e for e in drift["evaluations"]
+              if e["metric"] == "nccl.busbw" and e["labels"]["vs"] == "go-live"]
+    assert judged and all(e["outcome"] == "pass" for e in judged), drift
+    assert "since go-live" in judged[0]["message"]
