@@ -3,8 +3,9 @@
 Before and during every check that loads the node (a measurement: fio, a burn, bandwidth, NCCL,
 RDMA, ...) the gate records the competing load that can change its number: other processes'
 runnable tasks per CPU and the CPU time stolen by a hypervisor, pressure stall (PSI) of cpu, io
-and memory, other processes' I/O on the node's disks (all device I/O less the check's own
-processes'), memory left available, and other processes on the GPUs. Before the check it waits,
+and memory, other processes' I/O on the disk a storage check measures (all its I/O less the check's
+own processes'; every physical disk when the target is not one disk), memory left available, and
+other processes on the GPUs. Before the check it waits,
 bounded (`contention.timeout`, like the settle gate), while the node is contended; still contended,
 the check is ERRORED "contended: ..." and does not run. During the check it samples every
 WINDOW_S; a measurement contended for at least DURING_SHARE of its windows is ERRORED with the
@@ -17,10 +18,13 @@ to which kind of measurement. $HARNESS_CONTENTION=record records the load but re
 from __future__ import annotations
 
 import os
+import stat
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.numfmt import fmt_value
@@ -93,8 +97,29 @@ class Snapshot:
     mem_available: float | None = None  # share of MemTotal
 
 
-def snapshot(fs: ProcFs, clock: Callable[[], float] = time.monotonic) -> Snapshot:
-    """Read the node now (each source only where present)."""
+def target_disks(check: ResolvedCheck, sys_root: Path = Path("/sys")) -> frozenset[str] | None:
+    """The whole disk a storage check measures (its `target`, else the temporary directory), or
+    None for every physical disk (several targets, a virtual device, an unknown path)."""
+    if check.kind.name not in STORAGE_KINDS or getattr(check.params, "targets", None):
+        return None
+    target = getattr(check.params, "target", None) or tempfile.gettempdir()
+    try:
+        st = os.stat(target)
+    except (OSError, TypeError, ValueError):
+        return None
+    dev = st.st_rdev if stat.S_ISBLK(st.st_mode) else st.st_dev
+    try:
+        node = (sys_root / "dev" / "block" / f"{os.major(dev)}:{os.minor(dev)}").resolve(strict=True)
+    except OSError:
+        return None
+    disk = node.parent if (node / "partition").exists() else node
+    return None if disk.name.startswith(VIRTUAL_DISKS) else frozenset({disk.name})
+
+
+def snapshot(fs: ProcFs, clock: Callable[[], float] = time.monotonic,
+             disks_of: frozenset[str] | None = None) -> Snapshot:
+    """Read the node now (each source only where present); disk I/O of `disks_of`, else of every
+    physical disk."""
     own = fs.descendants([os.getpid()])
     own_running = sum(1 for pid in own for tid in fs.threads(pid)
                       if (t := fs.task(pid, tid)) is not None and t.state == "R")
@@ -104,8 +129,9 @@ def snapshot(fs: ProcFs, clock: Callable[[], float] = time.monotonic) -> Snapsho
         cpu = None
     psi = {r: p.some_us for r in ("cpu", "io", "memory") if (p := fs.pressure(r)) is not None}
     disks = diskstats.read(fs.proc.parent)
-    disk_bytes = None if disks is None else sum(d.read_bytes + d.write_bytes for n, d in disks.items()
-                                                if not n.startswith(VIRTUAL_DISKS))
+    disk_bytes = None if disks is None else sum(
+        d.read_bytes + d.write_bytes for n, d in disks.items()
+        if (n in disks_of if disks_of is not None else not n.startswith(VIRTUAL_DISKS)))
     own_io = {pid: r + w for pid in own if (io := fs.io(pid)) is not None for r, w in [io]}
     mem: float | None = None
     try:
@@ -138,7 +164,7 @@ def window(a: Snapshot, b: Snapshot) -> dict[str, float]:
     return out
 
 
-def judge(load: Mapping[str, float], wanted: frozenset[str], before: bool,
+def judge(load: Mapping[str, Any], wanted: frozenset[str], before: bool,
           lim: Limits = LIMITS) -> list[str]:
     """What in `load` contends with a check that depends on `wanted`, in words ([] for nothing).
     PSI cpu and io are judged before the check only: during it the check's own load raises them."""
@@ -157,7 +183,8 @@ def judge(load: Mapping[str, float], wanted: frozenset[str], before: bool,
     if "io" in wanted:
         foreign, own = load.get("foreign_io_bps", 0), load.get("own_io_bps", 0)
         if foreign >= lim.foreign_io_bps and (before or foreign >= lim.foreign_io_share * own):
-            out.append(f"io: other processes moved {fmt_value(foreign / 1e9, 'GB/s', 3)} on the disks"
+            where = ", ".join(load["disks"]) if load.get("disks") else "the disks"
+            out.append(f"io: other processes moved {fmt_value(foreign / 1e9, 'GB/s', 3)} on {where}"
                        + ("" if before else f" (the check: {fmt_value(own / 1e9, 'GB/s', 3)})"))
         if before and load.get("psi_io_some", 0) >= lim.io_some:
             out.append(f"io: tasks waited for I/O {load['psi_io_some']:.0%} of the time (PSI)")
@@ -189,10 +216,12 @@ class Gate:
         self.gpus = gpus
         self.window_s = window_s or (RECORD_WINDOW_S if self.mode == "record" else WINDOW_S)
 
-    def _read(self, wanted: frozenset[str]) -> tuple[dict[str, Any], list[str]]:
-        a = snapshot(self.fs, self.clock)
+    def _read(self, wanted: frozenset[str], disks: frozenset[str] | None) -> tuple[dict[str, Any], list[str]]:
+        a = snapshot(self.fs, self.clock, disks)
         self.sleep(self.window_s)
-        load: dict[str, Any] = window(a, snapshot(self.fs, self.clock))
+        load: dict[str, Any] = window(a, snapshot(self.fs, self.clock, disks))
+        if disks and "io" in wanted:
+            load["disks"] = sorted(disks)
         why = judge(load, wanted, before=True)
         if "gpu" in wanted and (others := self.gpus()):
             load["gpu_processes"] = others
@@ -206,9 +235,10 @@ class Gate:
         if self.mode == "off" or not wants(check):
             return {}, ""
         wanted, limit, t0 = resources(check), check.contention.timeout, self.clock()
+        disks = target_disks(check) if "io" in wanted else None
         noted = False
         while True:
-            load, why = self._read(wanted)
+            load, why = self._read(wanted, disks)
             waited = round(self.clock() - t0 - self.window_s, 1)
             rec = {"before": load, "waited_s": max(0.0, waited), "timeout_s": limit}
             if not why:
@@ -224,15 +254,16 @@ class Gate:
 
     def watch(self, check: ResolvedCheck) -> Watch:
         """A sampler of the competing load while `check` runs (a no-op when the gate does not watch it)."""
-        return Watch(self, resources(check) if self.mode != "off" and wants(check) else frozenset())
+        wanted = resources(check) if self.mode != "off" and wants(check) else frozenset()
+        return Watch(self, wanted, target_disks(check) if "io" in wanted else None)
 
 
 class Watch:
     """Samples the competing load every window until stopped; `contended` says what it found."""
 
-    def __init__(self, gate: Gate, wanted: frozenset[str]) -> None:
-        self.gate, self.wanted = gate, wanted
-        self.windows: list[dict[str, float]] = []
+    def __init__(self, gate: Gate, wanted: frozenset[str], disks: frozenset[str] | None = None) -> None:
+        self.gate, self.wanted, self.disks = gate, wanted, disks
+        self.windows: list[dict[str, Any]] = []
         self.found: list[list[str]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -241,10 +272,12 @@ class Watch:
             self._thread.start()
 
     def _loop(self) -> None:
-        a = snapshot(self.gate.fs, self.gate.clock)
+        a = snapshot(self.gate.fs, self.gate.clock, self.disks)
         while not self._stop.wait(self.gate.window_s):
-            b = snapshot(self.gate.fs, self.gate.clock)
-            load = window(a, b)
+            b = snapshot(self.gate.fs, self.gate.clock, self.disks)
+            load: dict[str, Any] = window(a, b)
+            if self.disks:
+                load["disks"] = sorted(self.disks)
             self.windows.append(load)
             self.found.append(judge(load, self.wanted, before=False))
             a = b
