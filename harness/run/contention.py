@@ -76,10 +76,16 @@ def mode_of(env: Mapping[str, str]) -> str:
     return value if value in MODES else "gate"
 
 
+OBSERVERS = frozenset({"observe"})  # they report what holds a workload back, competing load included
+
+
 def wants(check: ResolvedCheck) -> bool:
-    """Whether the gate watches this check: the suite decides, else whether the kind loads the node."""
+    """Whether the gate watches this check: the suite decides, else whether the kind loads the node
+    (and is not an observer)."""
     enabled = check.contention.enabled
-    return enabled if enabled is not None else check.kind.loads(check.params)
+    if enabled is not None:
+        return enabled
+    return check.kind.name not in OBSERVERS and check.kind.loads(check.params)
 
 
 @dataclass(frozen=True)
