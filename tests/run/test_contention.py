@@ -219,12 +219,12 @@ def test_other_gpu_processes_hold_a_gpu_check(tmp_path):
 
 def test_watch_finds_foreign_io_during_the_measurement(tmp_path):
     tree = Tree(tmp_path)
-    gate = cn.Gate(ProcFs(tmp_path), window_s=0.05, gpus=lambda: [], mode="gate")
+    gate = cn.Gate(ProcFs(tmp_path), window_s=0.2, gpus=lambda: [], mode="gate")
     watch = gate.watch(resolved())
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 20
     while len(watch.windows) < 6 and time.monotonic() < deadline:
         tree.step(running=0, sectors=400_000)  # ~200 MB per step by nobody of ours
-        time.sleep(0.03)
+        time.sleep(0.02)
     watch.stop()
     assert re.match(r"\d+ of \d+ s: ", watch.refuses), watch.refuses
     assert "io: other processes moved" in watch.refuses and tree.disk in watch.refuses
