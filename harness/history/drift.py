@@ -18,6 +18,7 @@ from typing import Any
 
 from harness.config.driftrules import MIN_RATE_DAYS, DriftRule
 from harness.history.identity import NodeIdentity, part_of
+from harness.history.series import older_digest
 from harness.model import MEASURED, Evaluation, Metric, Outcome, join_labels
 from harness.numfmt import fmt_value
 
@@ -154,7 +155,11 @@ def why_missing(key: SeriesKey, vs: str, golive: RunPoint | None, previous: RunP
     same = [k for k in base.values if (k.check, k.metric, k.labels) == (key.check, key.metric, key.labels)]
     if any(k.params == key.params and k.part != key.part for k in same):
         return f"{head} measured this on another part: swapped since"
-    if same or (key.check in base.params and base.params[key.check] != key.params):
+    theirs = base.params.get(key.check, "")
+    if older_digest(theirs) and not older_digest(key.params):
+        return (f"{head} was recorded by an older harness whose series counted run lengths as parameters: "
+                "re-run acceptance, or pin a newer run (harness history pin RUN --as go-live)")
+    if same or (key.check in base.params and theirs != key.params):
         return (f"{head} ran check {key.check} with parameters that measure something else (block size, "
                 "engine, dtype, message sizes, tests; a longer or shorter run would pair)")
     if key.check not in base.params and not any(k.check == key.check for k in base.values):

@@ -38,11 +38,19 @@ def comparable(params: Any) -> Any:
     return params
 
 
+DIGEST_PREFIX = "m1:"  # digests of comparable parameters; older runs' digests counted every parameter
+
+
 def params_digest(kind: str, params: Mapping[str, Any], repeat: int = 1) -> str:
     """A short digest of a check's kind, comparable parameters and repeat count (canonical JSON)."""
     text = json.dumps({"kind": kind, "params": comparable(params), "repeat": repeat}, sort_keys=True,
                       ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return DIGEST_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def older_digest(digest: str) -> bool:
+    """A digest recorded before SPAN_PARAMS (it counted durations too): it pairs with nothing new."""
+    return bool(digest) and not digest.startswith(DIGEST_PREFIX)
 
 
 def is_acceptance(tags: Iterable[str]) -> bool:

@@ -81,6 +81,11 @@ def test_a_missing_reference_says_why():
     swapped = RunPoint("g", "2026-01-01T00:00:00Z", "ACCEPTED", {replace(gpu, part="SER-OLD"): 5.0},
                        "acceptance", {"burn": "p-4k"})
     assert "measured this on another part: swapped since" in note(swapped, gpu)
+    # a go-live recorded before digests left run lengths out: said so, not "something else"
+    new = replace(K, params="m1:0123456789abcdef")
+    old = RunPoint("g", "2026-01-01T00:00:00Z", "ACCEPTED", {replace(K, params="fedcba9876543210"): 5.0},
+                   "acceptance", {"fio": "fedcba9876543210"})
+    assert "recorded by an older harness whose series counted run lengths" in note(old, new)
 
 
 def test_a_rule_needs_a_limit():
