@@ -72,13 +72,19 @@ def test_stress_ng_on_every_cpu_makes_fio_errored_contended_not_rejected(tmp_pat
     r, doc, run_dir = run_busy(tmp_path)
     assert r.returncode == 3, r.stdout + r.stderr  # ERRORED: the environment, not the disk
     c = fio_check(doc)
-    assert c["status"] == "errored" and c["message"].startswith("contended: cpu: "), c["message"]
+    # refused before it ran (waited the 2 s first) or, when a window read quiet, during it
+    msg = c["message"]
+    assert c["status"] == "errored" and msg.startswith(("contended: cpu: ", "contended during the "
+                                                        "measurement: ")) and "cpu: " in msg, msg
     assert not c["evaluations"]  # nothing judged as hardware
     ev = c["details"]["contention"]
-    assert ev["before"]["runnable_per_cpu"] >= cn.LIMITS.runnable_per_cpu and ev["timeout_s"] == 2
-    assert ev["waited_s"] >= 1 and ev["contended"]
-    assert "contended: cpu:" in (run_dir / "report.html").read_text()
-    assert "contended: cpu:" in r.stdout
+    during = ev.get("during", {}).get("worst", {})
+    seen = max(ev["before"]["runnable_per_cpu"], during.get("runnable_per_cpu", 0))
+    assert seen >= cn.LIMITS.runnable_per_cpu and ev["timeout_s"] == 2
+    if msg.startswith("contended: "):
+        assert ev["waited_s"] >= 1 and ev["contended"]
+    assert msg[:40] in (run_dir / "report.html").read_text()
+    assert msg[:40] in r.stdout
 
 
 @pytest.mark.slow
