@@ -197,6 +197,20 @@ def judge(load: Mapping[str, Any], wanted: frozenset[str], before: bool,
     return out
 
 
+def busy_processes(fs: ProcFs, top: int = 3) -> list[str]:
+    """Other processes with runnable threads now, most first: 'stress-ng-cpu x12'."""
+    own = set(fs.descendants([os.getpid()]))
+    counts: dict[str, int] = {}
+    for pid in fs.pids():
+        if pid in own:
+            continue
+        t = fs.task(pid)
+        if t is not None and t.state == "R":
+            counts[t.comm] = counts.get(t.comm, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return [f"{name} x{n}" if n > 1 else name for name, n in ranked]
+
+
 def gpu_others(session: Callable[[], nvml.NvmlSession] = nvml.NvmlSession) -> list[str]:
     """Other processes on the GPUs, as 'GPU n: pid p (x GiB)'; [] without NVML."""
     try:
@@ -229,6 +243,10 @@ class Gate:
         if disks and "io" in wanted:
             load["disks"] = sorted(disks)
         why = judge(load, wanted, before=True)
+        if any(w.startswith("cpu: ") for w in why) and (names := busy_processes(self.fs)):
+            load["processes"] = names
+            why = [f"{w} ({', '.join(names)})" if w.startswith("cpu: ") and "runnable" in w else w
+                   for w in why]
         if "gpu" in wanted and (others := self.gpus()):
             load["gpu_processes"] = others
             why.append("gpu: other processes on the GPUs: " + "; ".join(others[:4]))
