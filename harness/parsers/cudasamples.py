@@ -62,7 +62,7 @@ def parse_bandwidthtest(text: str) -> ParseResult:
             devices[f"gpu{m.group(1)}"] = m.group(2)
         elif section is not None and unit is not None:
             toks = s.split()
-            value = finite(toks[1]) if len(toks) == 2 and toks[0].isdigit() else None
+            value = finite(toks[1]) if len(toks) == 2 and toks[0].isdecimal() else None
             if value is not None:
                 metrics.append(_bandwidth_metric(section, devices, int(toks[0]), value * _TO_GBPS[unit]))
                 rows_in_section += 1
@@ -122,7 +122,7 @@ def parse_p2p(text: str) -> ParseResult:
             if kind[0] == "gpu.p2p_lat":
                 labels["side"] = m.group(1).lower()
             matrices.append((kind[0], labels, len(columns), 0))
-        elif kind is not None and columns and s and s.split()[0].isdigit():
+        elif kind is not None and columns and s and s.split()[0].isdecimal():
             toks = s.split()
             cells = [finite(t) for t in toks[1:]]
             name, labels, ncols, nrows = matrices[-1]

@@ -83,7 +83,7 @@ def _num(tok: str) -> Optional[float]:
 def _row(line: str) -> Optional[_Row]:
     """A result row: size count [type] [redop] [root] then 4 cells per placement."""
     toks = line.split()
-    if len(toks) < 10 or not toks[0].isdigit() or not toks[1].isdigit():
+    if len(toks) < 10 or not toks[0].isdecimal() or not toks[1].isdecimal():
         return None
     tail = toks[-8:]
     cells: list[tuple[float, float, float, Optional[float]]] = []
