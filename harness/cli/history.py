@@ -81,6 +81,7 @@ def show(node: str | None, history: Path | None, as_json: bool) -> None:
         data: Any = hv.node_data(store, node) if node else hv.nodes_data(store)
     finally:
         store.close()
+        hv.warn_problems(store)
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -96,6 +97,7 @@ def show(node: str | None, history: Path | None, as_json: bool) -> None:
 def import_cmd(run_dirs: tuple[Path, ...], history: Path | None) -> None:
     """Add existing run directories to the history store (created when missing)."""
     # start-up: history loads only for this command, not for `harness --help`
+    from harness.history import view as hv
     from harness.history.record import import_runs, store_path
     from harness.history.store import open_store
 
@@ -108,6 +110,7 @@ def import_cmd(run_dirs: tuple[Path, ...], history: Path | None) -> None:
         names = {r.node_id: getattr(store.node(r.node_id), "name", str(r.node_id)) for r in rows}
     finally:
         store.close()
+        hv.warn_problems(store)
     for r in rows:
         click.echo(f"{r.run_id}: node {names[r.node_id]}, {r.verdict}")
     click.echo(f"imported {len(rows)} run(s) into {path}")

@@ -27,7 +27,7 @@ from harness.history.drift import VALID, RunPoint, SeriesKey, SourcedRule, colla
 from harness.history.drift import evaluate as evaluate_drift
 from harness.history.identity import NodeIdentity, changes, identity_of
 from harness.history.series import better_of, golive_of, suite_params
-from harness.history.store import RunRow, Store, open_store
+from harness.history.store import RunRow, Store, open_store, problems_text
 from harness.model import CheckResult, Evaluation, RunRecord, Status
 
 OFF = ("off", "none", "no", "false", "0")
@@ -93,10 +93,14 @@ class RunHistory:
                 self.path = None
                 return record
         try:
-            return annotate(record, self.store, self.rules)
+            annotated = annotate(record, self.store, self.rules)
         except (HarnessError, sqlite3.Error) as e:
-            _warn(f"{e}; no trends or drift in this report")
+            _warn(f"{e}; no trends or drift in this report, and this run is not recorded")
+            self.close()  # a store that cannot be read is not written to either: one warning
             return record
+        if note := problems_text(self.store):
+            _warn(f"{note}; trends and drift leave them out")
+        return annotated
 
     def keep(self, record: RunRecord, run_dir: Path) -> None:
         """Record the run (as it is written) in the store, then close it."""
