@@ -3,8 +3,9 @@
 `claim` opens the device exclusively (O_EXCL: from then on nothing can mount it, mkfs it or
 add it to RAID/LVM), collects every reason to refuse (mounted, swap, partitions, holders,
 signatures at offset 0 and past it, GPT headers anywhere, overlapping loop devices, loop
-devices it backs, other writers, busy, unprobeable) and raises GuardRefusal naming them; otherwise it keeps the claim until the
-block ends, so the write runs under it (fio opens without O_EXCL, which the claim allows).
+devices it backs, other writers, busy, unprobeable) and raises GuardRefusal naming them;
+otherwise it keeps the claim until the block ends, so the write runs under it (fio opens
+without O_EXCL, which the claim allows).
 When in doubt it refuses: a missing probe tool or a device it cannot open is never blank.
 """
 

@@ -9,7 +9,6 @@ import os
 import shutil
 from pathlib import Path
 
-import pytest
 from test_blockdev_guard import MIB, head_sha, loops, need, refusal, sh, sysfs  # noqa: F401
 
 from harness.platform import blockdev
