@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from harness.errors import UsageError
+from harness.errors import ConfigError, ConfigProblem, UsageError
 
 HISTORY_OPTION = click.option(
     "--history", "history", type=click.Path(dir_okay=False, path_type=Path), envvar="HARNESS_HISTORY",
@@ -105,8 +105,9 @@ def import_cmd(run_dirs: tuple[Path, ...], history: Path | None) -> None:
     if path is None:
         raise UsageError("history is switched off (HARNESS_HISTORY=off)")
     store = open_store(path)
+    unreadable: list[str] = []
     try:
-        rows = import_runs(store, list(run_dirs))
+        rows = import_runs(store, list(run_dirs), unreadable)
         names = {r.node_id: getattr(store.node(r.node_id), "name", str(r.node_id)) for r in rows}
     finally:
         store.close()
@@ -114,6 +115,8 @@ def import_cmd(run_dirs: tuple[Path, ...], history: Path | None) -> None:
     for r in rows:
         click.echo(f"{r.run_id}: node {names[r.node_id]}, {r.verdict}")
     click.echo(f"imported {len(rows)} run(s) into {path}")
+    if unreadable:  # the others are in: each bad one named, exit 2
+        raise ConfigError([ConfigProblem("", 0, 0, p) for p in unreadable])
 
 
 @history.command("pin")

@@ -22,7 +22,7 @@ from typing import Any
 from harness import results
 from harness.compare import status_of
 from harness.config.driftrules import DriftRule
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 from harness.history.drift import VALID, RunPoint, SeriesKey, SourcedRule, collapse, reference, selects
 from harness.history.drift import evaluate as evaluate_drift
 from harness.history.identity import NodeIdentity, changes, identity_of
@@ -307,8 +307,18 @@ def _band(record: RunRecord, key: SeriesKey) -> tuple[float | None, float | None
 
 # ---------------------------------------------------------------- import
 
-def import_runs(store: Store, run_dirs: Sequence[Path]) -> list[RunRow]:
-    """Record existing run directories (results.json as written); returns the stored rows."""
-    records = [(d, results.load(d)) for d in run_dirs]
+def import_runs(store: Store, run_dirs: Sequence[Path], problems: list[str] | None = None) -> list[RunRow]:
+    """Record existing run directories (results.json as written); returns the stored rows.
+
+    With `problems`, a run that cannot be read (too large, not JSON, a value the schema refuses)
+    adds its one line there and the others are still recorded; without, it raises."""
+    records = []
+    for d in run_dirs:
+        try:
+            records.append((d, results.load(d)))
+        except ConfigError as e:
+            if problems is None:
+                raise
+            problems.extend(str(p) for p in e.problems)
     records.sort(key=lambda x: (x[1].started, x[1].run_id))  # oldest first: nodes resolve in order
     return [store.record(rec, d if d.is_dir() else d.parent) for d, rec in records]
