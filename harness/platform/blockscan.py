@@ -3,8 +3,9 @@
 * A file system (or LVM PV, RAID member, LUKS) that does not start at offset 0: a disk whose
   partition table was wiped still holds the ext4 that began at 1 MiB. Every place a partition
   starts is probed with `blkid -p -O OFFSET` when it holds any non-zero byte: every MiB
-  boundary in the first GiB, the classic sector starts (34: `sgdisk -a1`, 40, 63: DOS, 64,
-  128, 256), and every start a surviving GPT names.
+  boundary in the first 64 MiB, the classic sector starts (34: `sgdisk -a1`, 40, 63: DOS, 64,
+  128, 256), and every start a surviving GPT names; the MiB boundaries up to 1 GiB when they
+  hold a known superblock magic (one blkid per MiB of a disk fio filled would take minutes).
 * A GPT header anywhere a table could have been left: LBA 1, the last sector, the sector its
   primary names, and the last sector of every MiB in the first GiB and of every GiB after
   (the backup of a disk that grew stays where the old disk ended).
@@ -29,7 +30,17 @@ GIB = 1024 * MIB
 SCAN_MIB = 1024
 WINDOW = 128 * 1024  # the bytes looked at from each offset (btrfs's magic is at 64 KiB + 64)
 SECTOR_STARTS = (34, 40, 63, 64, 128, 256)  # 512-byte sectors where partitions start below 1 MiB
+EVERY_MIB = 64  # below this, any data at a MiB boundary is probed; above, only a known magic
 OFFSETS = (*(n * 512 for n in SECTOR_STARTS), *(k * MIB for k in range(1, SCAN_MIB)))
+# (offset in the window, bytes): the magics of what a wiped partition most often held, as
+# libblkid reads them (ext2/3/4, f2fs, xfs, btrfs, LVM2 PV in sectors 0-3, LUKS 1/2, md 1.1 and
+# 1.2, bcache, swap with 4 KiB pages, NTFS, FAT, squashfs, ISO 9660, a DOS table, a GPT)
+MAGICS = ((1024 + 56, b"\x53\xef"), (1024, b"\x10\x20\xf5\xf2"), (0, b"XFSB"), (65536 + 64, b"_BHRfS_M"),
+          *((512 * n, b"LABELONE") for n in range(4)), (0, b"LUKS\xba\xbe"), (0, b"SKUL\xba\xbe"),
+          (0, b"\xfc\x4e\x2b\xa9"), (4096, b"\xfc\x4e\x2b\xa9"),
+          (4096 + 24, bytes.fromhex("c68573f64e1a45ca8265f57f48ba6d81")), (4086, b"SWAPSPACE2"),
+          (4086, b"SWAP-SPACE"), (3, b"NTFS    "), (54, b"FAT"), (82, b"FAT32"), (0, b"hsqs"),
+          (32769, b"CD001"), (510, b"\x55\xaa"), (512, b"EFI PART"))
 MAX_GPT_ENTRIES = 1024
 
 Probe = Callable[[list[str]], tuple[int, str, str]]
@@ -105,6 +116,11 @@ def gpt_tables(dev: Path, size: int, block: int) -> tuple[list[str], list[int]]:
     return found, sorted(set(starts))
 
 
+def _magic(window: bytes) -> bool:
+    """Whether the bytes at a possible partition start hold a known superblock magic."""
+    return any(window[at:at + len(magic)] == magic for at, magic in MAGICS)
+
+
 def offset_signatures(dev: Path, size: int, logical_block: int, probe: Probe) -> list[str]:
     """Signatures at the plausible starts of a file system past offset 0, and GPT headers."""
     found: list[str] = []
@@ -114,8 +130,11 @@ def offset_signatures(dev: Path, size: int, logical_block: int, probe: Probe) ->
         for off in sorted({*OFFSETS, *(s for s in starts if s > 0)}):
             if off + 4096 > size:
                 continue
-            if not _read_direct(dev, off, min(WINDOW, size - off)).strip(b"\0"):
+            window = _read_direct(dev, off, min(WINDOW, size - off))
+            if not window.strip(b"\0"):
                 continue  # nothing written there: nothing can start there
+            if off > EVERY_MIB * MIB and off not in starts and not _magic(window):
+                continue
             rc, out, err = probe(["blkid", "-p", "-O", str(off), "-o", "export", str(dev)])
             if rc == 0:
                 tags = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
