@@ -63,6 +63,7 @@ HOSTILE = {
     "every digit odd": lambda text: text.translate(str.maketrans("0123456789", "⒍" * 10)),
     "huge numbers": lambda text: "".join(("9" * 400 if c == "1" else "-" + "9" * 400 if c == "2" else c)
                                          for c in text[:20000]),
+    "more digits than int() reads": lambda text: text.replace("0", "9" * 5000, 3),
     "one long segment": lambda text: " ".join(text.splitlines()[:40]) * 50,
     "a million braces": lambda text: "{" * 20_000 + text,
     "control bytes": lambda text: text.replace("\n", "\x00\x1b[2J\n", 20),
