@@ -110,3 +110,8 @@ def test_the_bad_rows_are_named_and_the_good_ones_still_read(store, tmp_path: Pa
     assert r.returncode == 0, r.stderr
     assert "metrics row 1 (run " in r.stderr and "value is 'abc', not a finite number" in r.stderr
     assert '"run_id"' in r.stdout  # both runs listed, the first without its bad metric
+    r = harness("export", "--history", "--store", str(db), "-o", str(tmp_path / "h.csv"))
+    assert r.returncode == 0, r.stderr
+    warnings = [ln for ln in r.stderr.splitlines() if ln.startswith("warning:")]
+    assert len(warnings) == 1 and "metrics row 1 (run " in warnings[0], r.stderr
+    assert (tmp_path / "h.csv").read_text().count("\n") > 1
