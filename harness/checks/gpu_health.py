@@ -3,7 +3,8 @@
 The GPUs against the profile's hardware.gpu: count, model and memory (checks/gpu_identity).
 From NVML (platform/nvml, the only NVML edge): persistence and ECC modes, volatile and
 aggregate ECC counters, retired pages (DCGM-like limits: 15 warns, 60 fails, pending fails),
-row remapping (failure or pending fails), NVLink links down, and the PCIe link. From the kernel
+row remapping (failure or pending fails), NVLink links up and the NVLink fabric (checks/gpu_links),
+and the PCIe link. From the kernel
 log (dmesg or journalctl -k): XID events, of which a configurable critical set fails (default
 like DCGM/AzNHC). An idle GPU may lower its PCIe generation on purpose, so here only a link
 *width* below its maximum fails; the generation is judged under load by the telemetry that
@@ -19,7 +20,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from harness import catalog
-from harness.checks import gpu_identity, needs
+from harness.checks import gpu_identity, gpu_links, needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.config.numbers import Hours
 from harness.errors import ToolError
@@ -32,8 +33,9 @@ SOURCE = "gpu_health"
 DEFAULT_CRITICAL_XIDS = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)
 METRICS = ("gpu.persistence_mode", "gpu.ecc_mode", "gpu.ecc_corrected", "gpu.ecc_uncorrected",
            "gpu.retired_pages", "gpu.retired_pending", "gpu.remapped_rows", "gpu.remap_pending",
-           "gpu.remap_failure", "gpu.pcie_gen", "gpu.pcie_width", "gpu.nvlink_down", "gpu.xid",
-           "gpu.xid_critical", "gpu.driver_fault", "gpu.memory")
+           "gpu.remap_failure", "gpu.pcie_gen", "gpu.pcie_width", "gpu.nvlink_down", "gpu.nvlink_up",
+           "gpu.fabric_healthy", "gpu.xid",
+           "gpu.xid_critical", "gpu.driver_fault", "gpu.recovery_action", "gpu.memory")
 
 
 class GpuHealthParams(Params):
@@ -57,6 +59,7 @@ class _Issue:
     measured: float
     message: str
     outcome: Outcome = Outcome.FAIL
+    low: float | None = None  # the bound it missed, when not the metric's plain one (PCIe width)
 
 
 def xid_argv(params: GpuHealthParams) -> list[str] | None:
@@ -85,7 +88,9 @@ def verdicts(params: GpuHealthParams, hardware: Mapping[str, Any]) -> list[str]:
     out += ["uncorrectable ECC errors (volatile or aggregate) fail",
             f"retired pages warn from {params.retired_pages_warn}, fail from {params.retired_pages_fail}; "
             "a pending retirement, a failed or pending row remap fail",
-            "an NVLink link down, or a PCIe link narrower than its maximum, fails"]
+            "fewer NVLink links up than hardware.gpu.nvlinks (unset: than the best sibling), an NVLink "
+            "fabric whose status or health mask is bad once registered, or a PCIe link narrower than its "
+            "maximum, fails"]
     if xid_argv(params):
         out.append(f"XIDs {', '.join(map(str, params.xid_critical))} in the kernel log fail their GPU")
     return out
@@ -119,6 +124,7 @@ def health_metrics(h: nvml.GpuHealth) -> list[Metric]:
         ("gpu.pcie_width", h.pcie_width, {"which": "current"}),
         ("gpu.pcie_width", h.pcie_width_max, {"which": "max"}),
         ("gpu.nvlink_down", None if h.nvlink_total is None else h.nvlink_total - (h.nvlink_up or 0), {}),
+        ("gpu.nvlink_up", h.nvlink_up, {}),
     ]
     return [Metric(name, float(v), COUNT, {**lab, **extra}) for name, v, extra in rows if v is not None]
 
@@ -129,11 +135,11 @@ def findings(h: nvml.GpuHealth, params: GpuHealthParams) -> dict[str, list[_Issu
     out: dict[str, list[_Issue]] = {}
 
     def check(metric: str, known: bool, bad: bool, measured: float, msg: str,
-              outcome: Outcome = Outcome.FAIL) -> None:
+              outcome: Outcome = Outcome.FAIL, low: float | None = None) -> None:
         if known:
             out.setdefault(metric, [])
             if bad:
-                out[metric].append(_Issue(g, measured, f"GPU {g}: {msg}", outcome))
+                out[metric].append(_Issue(g, measured, f"GPU {g}: {msg}", outcome, low))
 
     if params.require_persistence:
         check("gpu.persistence_mode", h.persistence is not None, h.persistence is False, 0,
@@ -157,12 +163,10 @@ def findings(h: nvml.GpuHealth, params: GpuHealthParams) -> dict[str, list[_Issu
           "a memory row remap failed: the GPU needs service")
     check("gpu.remap_pending", h.remap_pending is not None, bool(h.remap_pending), 1,
           "a row remap is pending: reset the GPU")
-    down = None if h.nvlink_total is None else h.nvlink_total - (h.nvlink_up or 0)
-    check("gpu.nvlink_down", down is not None, bool(down), float(down or 0),
-          f"{down} of {h.nvlink_total} NVLink links are down")
     w, wm = h.pcie_width, h.pcie_width_max
     check("gpu.pcie_width", w is not None and wm is not None, (w or 0) < (wm or 0), float(w or 0),
-          f"PCIe link trained down: x{w} of x{wm} (Gen{h.pcie_gen} of Gen{h.pcie_gen_max} at idle)")
+          f"PCIe link trained down: x{w} of x{wm} (Gen{h.pcie_gen} of Gen{h.pcie_gen_max} at idle)",
+          low=float(wm or 0))
     return out
 
 
@@ -212,6 +216,28 @@ def driver_fault_findings(parsed_metrics: Sequence[Metric], inventory_gpus: Sequ
     return metrics, found
 
 
+def recovery_findings(parsed_metrics: Sequence[Metric], actions: Mapping[str, str],
+                      inventory_gpus: Sequence[Mapping[str, Any]]) -> tuple[list[Metric], list[Finding]]:
+    """gpu.recovery_action per GPU (Xid 154, the last one logged); any action but none fails its GPU."""
+    by_pci = {xid_parser.normalize_pci(str(g.get("pci_bus_id", ""))): i for i, g in enumerate(inventory_gpus)}
+    metrics: list[Metric] = []
+    found: list[Finding] = []
+    for m in parsed_metrics:
+        if m.name != "gpu.recovery_action":
+            continue
+        pci = str(m.labels.get("pci"))
+        gpu = by_pci.get(pci)
+        lab: dict[str, str | int] = {"gpu": gpu} if gpu is not None else {"pci": pci}
+        metrics.append(Metric("gpu.recovery_action", m.value, COUNT, lab))
+        if m.value:
+            who = f"GPU {gpu}" if gpu is not None else f"the GPU at PCI {pci}"
+            found.append(Finding(metric="gpu.recovery_action", labels=lab, outcome=Outcome.FAIL,
+                                 measured=m.value, unit=COUNT, high=0.0, source=SOURCE,
+                                 message=f"{who}: the driver asks for {actions.get(pci) or 'a recovery'} "
+                                         f"(Xid 154, action 0x{int(m.value):x})"))
+    return metrics, found
+
+
 def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
     """Read NVML and the kernel log; metrics per GPU and the health verdicts."""
     with nvml.NvmlSession() as nv:
@@ -226,15 +252,17 @@ def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
         for metric, items in findings(h, params).items():
             found.setdefault(metric, []).extend(items)
     problems: list[str] = []
-    fault_findings: list[Finding] = []
+    fault_findings: list[Finding] = []  # driver faults and Xid 154 (or the kernel log's own error)
     details: dict[str, Any] = {"gpus": len(health)}
     argv = xid_argv(params)
     if argv:
         try:
             res = ctx.run_tool(argv, name=params.xid_source)
-        except ToolError as e:
-            problems.append(f"could not read the kernel log for XIDs ({e}); run as root, or set "
-                            "xid_source: none")
+        except ToolError as e:  # that source is not judged; NVML's verdicts stand
+            fault_findings.append(Finding(
+                metric="gpu.xid_critical", outcome=Outcome.ERROR, unit=COUNT, high=0.0, source=SOURCE,
+                message=f"could not read the kernel log for XIDs ({e}); run as root, or set "
+                        "xid_source: none"))
         else:
             parsed = xid_parser.parse(res.stdout())
             xm, crit = xid_metrics(parsed.metrics, ctx.inventory.get("gpus", []), params.xid_critical)
@@ -246,10 +274,18 @@ def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
             details["xid_events"] = parsed.details.get("events", [])[:20]
             fm, fault_findings = driver_fault_findings(parsed.metrics, ctx.inventory.get("gpus", []))
             metrics += fm
+            rm, recovery = recovery_findings(parsed.metrics, parsed.details.get("recovery_actions", {}),
+                                             ctx.inventory.get("gpus", []))
+            metrics += rm
+            fault_findings += recovery
     own = [Finding(metric="gpu.lost", labels={"gpu": h.gpu}, outcome=Outcome.FAIL, measured=1.0, unit=COUNT,
                    high=0.0, message=f"GPU {h.gpu} does not answer NVML: {h.error}", source=SOURCE)
            for h in lost]
     own += _verdicts(found, len(health) - len(lost))
+    own += gpu_links.nvlink_findings(health, (ctx.hardware.get("gpu") or {}).get("nvlinks"))
+    fabric_metrics, fabric = gpu_links.fabric_findings(health)
+    metrics += fabric_metrics
+    own += fabric
     own += fault_findings
     inventory_gpus = ctx.inventory.get("gpus", [])
     metrics += gpu_identity.memory_metrics(inventory_gpus)
@@ -259,11 +295,25 @@ def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
                 if h.pcie_gen is not None and h.pcie_gen_max is not None and h.pcie_gen < h.pcie_gen_max]
     if idle_gen:
         details["pcie_gen_at_idle"] = "; ".join(idle_gen) + " (normal at idle; judged under load by the burn)"
-    bad = sum(1 for e in own if e.outcome is Outcome.FAIL)
-    warn = sum(1 for e in own if e.outcome is Outcome.WARN)
-    parts = [f"{n} {what}" for n, what in ((bad, "failed"), (warn, "warning(s)")) if n]
-    summary = f"{len(health)} GPUs: " + (", ".join(parts) or "healthy")
+    summary = f"{len(health)} GPUs: " + (_named(own) or "healthy")
     return CheckOutput(tuple(metrics), tuple(problems), details, summary, findings=tuple(own))
+
+
+def _named(found: Sequence[Finding]) -> str:
+    """What failed and warned, by rule and GPU: 'failed gpu.count; gpu.persistence_mode (GPU 3)'
+    (it said '1 failed' when the one failure was the GPU-count rule, not a GPU)."""
+    parts = []
+    for outcome, word in ((Outcome.FAIL, "failed"), (Outcome.WARN, "warned")):
+        gpus: dict[str, list[str]] = {}
+        for f in found:
+            if f.outcome is outcome:
+                gpu = f.labels.get("gpu")
+                gpus.setdefault(f.metric, []).extend([] if gpu is None else [str(gpu)])
+        named = [m + (f" (GPU {', '.join(dict.fromkeys(g))})" if g else "") for m, g in gpus.items()]
+        if named:
+            more = f"; +{len(named) - 3} more" if len(named) > 3 else ""
+            parts.append(f"{word} " + "; ".join(named[:3]) + more)
+    return ", ".join(parts)
 
 
 def _verdicts(found: Mapping[str, list[_Issue]], checked: int) -> list[Finding]:
@@ -272,9 +322,14 @@ def _verdicts(found: Mapping[str, list[_Issue]], checked: int) -> list[Finding]:
     for metric, items in found.items():
         for f in items:
             fails = f.outcome is Outcome.FAIL
+            # the bound missed: a flag that must be on (persistence, ECC) >= 1, a width >= its max,
+            # a count of faults <= 0
+            on = catalog.METRICS[metric].better == "higher"
+            low = (f.low if f.low is not None else 1.0) if fails and on else None
             out.append(Finding(metric=metric, labels={"gpu": f.gpu}, outcome=f.outcome,
                                severity="fail" if fails else "warn", measured=f.measured, unit=COUNT,
-                               high=0.0 if fails else None, message=f.message, source=SOURCE))
+                               low=low, high=0.0 if fails and not on else None,
+                               message=f.message, source=SOURCE))
         if not items:
             out.append(Finding(metric=metric, outcome=Outcome.PASS, unit=COUNT, reduce="max",
                                message=f"all {checked} GPUs fine", source=SOURCE))

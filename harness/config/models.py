@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from harness.catalog import METRICS
 from harness.config.driftrules import DriftRule
 from harness.config.factrule import FactRule
 from harness.config.numbers import Bytes, Fraction, Quantity, Ratio, Seconds, convert_rule
@@ -81,7 +82,10 @@ class Expectation(Strict):
     @model_validator(mode="before")
     @classmethod
     def _canonical_unit(cls, data: Any) -> Any:
-        return convert_rule(data) if isinstance(data, dict) else data
+        if not isinstance(data, dict):
+            return data
+        spec = METRICS.get(data["metric"]) if isinstance(data.get("metric"), str) else None
+        return convert_rule(data, spec.unit if spec else None)
 
     @field_validator("lower", "upper", mode="before")
     @classmethod
@@ -196,6 +200,9 @@ class GpuHardware(Strict):
     memory_min_bytes: Optional[Bytes] = Field(None, gt=0, description="each GPU's total memory as NVML "
                                               "reports it, at least (80000000000 or 74GiB for an 80 GB "
                                               "part)")
+    nvlinks: Optional[int] = Field(None, ge=0, le=64, description="NVLink links up on each GPU, at least "
+                                   "(H100/H200/B200 SXM: 18; a PCIe card without bridges: 0); unset, "
+                                   "as many as the best GPU of the node")
     xid_critical: Optional[list[Annotated[int, Field(ge=1, le=999)]]] = Field(
         None, description="XID codes that fail their GPU in gpu_health: the site's policy (sites "
         "disagree); unset, the DCGM/AzNHC set 48 63 64 74 79 92 94 95 119 120; a suite's own "

@@ -16,13 +16,13 @@ from typing import TextIO
 
 from harness import config, results
 from harness.checks.registry import kinds
-from harness.errors import UsageError
+from harness.errors import UsageError, printable
 from harness.fleet import analysis, collect, dispatch, drain, layout, progress
 from harness.fleet import report as fleet_report
 from harness.fleet.analysis import FleetReport, OutlierSettings
 from harness.fleet.collect import NodeOutcome, NodeStatus
 from harness.model import EXIT_CODES, RunRecord
-from harness.platform.pushgateway import push
+from harness.platform.pushgateway import push, redact
 from harness.platform.slurm import SlurmError
 from harness.report import prometheus as prom
 from harness.report.fmt import fmt_value
@@ -45,12 +45,22 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
     """`harness fleet run`: validate, submit a job per node, then (unless --no-wait) follow and report.
     `history` is every node's store (an absolute path on a shared file system, or 'off'); by default
     each node records into its own."""
-    loaded = config.load_suite(config.find_suite(suite), kinds())
+    found = config.locate("suites", suite)  # only trusted files are sent to every node
+    loaded = config.load_suite(found.path, kinds())
     history = fleet_history(history)
-    prof = str(config.load_profile(profile).path.resolve()) if profile else None
+    sent = [("suite", loaded.suite.name, found)]
+    prof = None
+    if profile:
+        pfound = config.locate("profiles", profile)
+        lp = config.load_profile(pfound.path)
+        prof = str(lp.path.resolve())
+        sent.append(("profile", lp.profile.name, pfound))
+    for what, name, f in sent:
+        for path, why in f.refused:
+            print(printable(f"warning: passed over {path}: not trusted: {why}"), file=sys.stderr)
+        print(printable(f"{what} {name}: {config.where_text(what + 's', f.where)}, {f.path.resolve()}"))
     names = dispatch.expand_nodes(nodes)
     fleet_dir = output.resolve()
-    fleet_dir.mkdir(parents=True, exist_ok=True)
     opts = dispatch.JobOptions(str(loaded.path.resolve()), prof, partition, account, time_limit,
                                history=history)
     manifest = dispatch.submit(fleet_dir, loaded.suite.name, names, opts,
@@ -67,9 +77,31 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
     try:
         dispatch.wait(fleet_dir, manifest, poll_s=poll_s, start_timeout_s=start_timeout_s,
                       on_poll=prog.update, on_error=lambda m: prog.note(f"slurm query failed: {m}"))
+    except KeyboardInterrupt:
+        prog.close()
+        return _interrupted(fleet_dir, manifest, drain_failed, exports, settings)
     finally:
         prog.close()
     return _report(fleet_dir, drain_failed, exports, settings, poll=False)
+
+
+def _interrupted(fleet_dir: Path, manifest: layout.Manifest, drain_failed: bool, exports: Exports,
+                 settings: OutlierSettings | None) -> int:
+    """Ctrl-C while following the jobs: cancel what was submitted and has not ended, say which jobs
+    were cancelled or left, and report the fleet as it stands (exit 130, like a single run)."""
+    print("interrupted: cancelling the fleet's jobs that have not ended (scancel by job id)", file=sys.stderr)
+    done = dispatch.cancel_open(fleet_dir, manifest, "interrupted (SIGINT)")
+    for n, job_id in done.cancelled.items():
+        print(f"  cancelled {n}: job {job_id}", file=sys.stderr)
+    for n, why in done.left.items():
+        print(f"  left {n}: {why}", file=sys.stderr)
+    if done.cancelled and not dispatch.await_ended(fleet_dir, manifest, list(done.cancelled)):
+        print("  (some cancelled jobs had not ended yet: `harness fleet report` later shows their end)",
+              file=sys.stderr)
+    _report(fleet_dir, drain_failed, exports, settings, poll=False)
+    print(f"fleet run interrupted: {len(done.cancelled)} job(s) cancelled, {len(done.left)} left; "
+          f"see {fleet_dir}", file=sys.stderr)
+    return 130
 
 
 def fleet_history(value: str | None) -> str | None:
@@ -140,7 +172,7 @@ def _export(fleet_dir: Path, rep: FleetReport, exports: Exports) -> None:
         for n in rep.nodes:
             samples = fleet_report.fleet_samples(rep, n.node)
             push(exports.pushgateway, prom.registry(samples), {"node": n.node})
-        print(f"pushed {len(rep.nodes)} node group(s) to {exports.pushgateway}")
+        print(f"pushed {len(rep.nodes)} node group(s) to {redact(exports.pushgateway)}")
 
 
 def _report(fleet_dir: Path, drain_failed: bool, exports: Exports, settings: OutlierSettings | None,
@@ -199,5 +231,5 @@ def export(target: Path, exports: Exports) -> int:
         print(f"prometheus: {prom.write_textfile(exports.textfile, samples)}")
     if exports.pushgateway:
         push(exports.pushgateway, prom.registry(samples), {"node": node})
-        print(f"pushed node {node} to {exports.pushgateway}")
+        print(f"pushed node {node} to {redact(exports.pushgateway)}")
     return 0

@@ -19,7 +19,7 @@ from harness.history.drift import VALID, SeriesKey, collapse
 from harness.history.identity import identity_of
 from harness.history.series import better_of, differences, suite_params
 from harness.model import RunRecord
-from harness.report.fmt import fmt_num
+from harness.report.fmt import fmt_delta, fmt_value
 
 
 @dataclass(frozen=True)
@@ -34,9 +34,14 @@ class Row:
 
     @property
     def delta_pct(self) -> float | None:
+        """B's change from A in percent; None when there is no A, A is 0, or the change is not a
+        finite number (scaled before it is subtracted: 1e308 to 0 is -100 %, not -inf)."""
         if self.a is None or self.b is None or self.a == 0:
             return None
-        return 100.0 * (self.b - self.a) / abs(self.a)
+        d = 100.0 * (self.b - self.a) / abs(self.a)
+        if not math.isfinite(d):
+            d = 100.0 * (self.b / abs(self.a) - math.copysign(1.0, self.a))
+        return d if math.isfinite(d) else None
 
     @property
     def regression_pct(self) -> float | None:
@@ -48,8 +53,13 @@ class Row:
 
     def to_dict(self) -> dict[str, Any]:
         return {"check": self.key.check, "metric": self.key.metric, "labels": self.key.label_dict,
-                "unit": self.unit, "better": self.better, "a": self.a, "b": self.b,
+                "unit": self.unit, "better": self.better, "a": _finite(self.a), "b": _finite(self.b),
                 "delta_pct": self.delta_pct, "regression_pct": self.regression_pct}
+
+
+def _finite(v: float | None) -> float | None:
+    """JSON has no infinity or NaN: such a value is null."""
+    return v if v is not None and math.isfinite(v) else None
 
 
 def _series(record: RunRecord, params: dict[str, str]) -> dict[SeriesKey, tuple[float, str]]:
@@ -102,16 +112,9 @@ def to_json(a: RunRecord, b: RunRecord, rows: list[Row]) -> dict[str, Any]:
     return {"a": side(a), "b": side(b), "notes": notes(a, b), "rows": [r.to_dict() for r in rows]}
 
 
-def fmt(v: float | None) -> str:
-    return fmt_num(v, 4)
-
-
-def fmt_pct(v: float | None) -> str:
-    return "—" if v is None else f"{v:+.1f}%"
-
-
 def table_rows(rows: list[Row]) -> list[tuple[str, ...]]:
-    """Display cells: series, A, B, unit, delta, better (↑ higher, ↓ lower), and a verdict word."""
+    """Display cells: series, A, B (each with its unit, as the one formatter scales it: 23.5 GiB,
+    37.0 ms), delta, better (↑ higher, ↓ lower), and a verdict word."""
     out: list[tuple[str, ...]] = []
     for r in rows:
         reg = r.regression_pct
@@ -122,5 +125,6 @@ def table_rows(rows: list[Row]) -> list[tuple[str, ...]]:
         else:
             word = "worse" if reg > 0 else ("better" if reg < 0 else "same")
         arrow = {"higher": "↑ higher", "lower": "↓ lower"}.get(r.better, "")
-        out.append((r.key.text(), fmt(r.a), fmt(r.b), r.unit, fmt_pct(r.delta_pct), arrow, word))
+        out.append((r.key.text(), fmt_value(r.a, r.unit, 4), fmt_value(r.b, r.unit, 4),
+                    fmt_delta(r.delta_pct), arrow, word))
     return out
