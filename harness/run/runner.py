@@ -34,7 +34,7 @@ from types import FrameType
 from typing import Any
 
 from harness import __version__, results
-from harness.checks.base import CheckContext
+from harness.checks.base import CheckContext, cut_outputs
 from harness.compare import finite_metrics, judge
 from harness.errors import GuardRefusal, HarnessError, SkipCheck, StorageError, ToolError
 from harness.fsutil import why_not
@@ -264,6 +264,7 @@ class Runner:
         except Exception as e:  # a bug in judging must not lose the other checks' results either
             return self._done(base, t0, cctx, Status.ERRORED, _internal(pc.id, e), metrics, details=details)
         if problems:  # the run was not whole: a fault the hardware showed still fails, else ERRORED
+            problems = [*cut_outputs(cctx), *problems]  # said first: what was cut may be why
             bad = [e for e in judged.evaluations if e.outcome is Outcome.FAIL]
             why = "invalid run: " + "; ".join(problems[:3])
             if bad:
