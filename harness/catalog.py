@@ -101,8 +101,11 @@ METRICS: Mapping[str, MetricSpec] = {
     "gpu.fabric_healthy": MetricSpec(COUNT, H, "1 when the GPU's NVLink fabric registration completed "
                                      "with success and a healthy mask", flag=True),
     "gpu.xid_critical": MetricSpec(COUNT, L, "XID events of the critical set in the kernel log"),
-    "gpu.recovery_action": MetricSpec(COUNT, L, "the recovery the driver last asked for in an Xid 154 "
-                                      "(0 none, 1 GPU reset, 2 node reboot, 4 drain and reset)"),
+    "gpu.health_growth": MetricSpec(COUNT, L, "growth of a GPU health counter across a load, label counter "
+                                    "(ecc_uncorrected, pcie_replays, nvlink_recovery, ...)"),
+    "gpu.recovery_action": MetricSpec(COUNT, L, "the recovery the driver asks for (0 none, 1 GPU reset, "
+                                      "2 node reboot, 3 drain P2P, 4 drain and reset): Xid 154 in "
+                                      "gpu_health, NVML's field after a load"),
     "gpu.driver_fault": MetricSpec(COUNT, L, "driver faults without an XID number in the kernel log, "
                                    "label fault"),
     "gpu_burn.ok": MetricSpec(COUNT, H, "1 when the burn's verdict is OK and the GPU did work", flag=True),

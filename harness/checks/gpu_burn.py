@@ -6,8 +6,9 @@ Engines (param `engine`):
   through PyTorch or CuPy (whichever is importable; NumPy on the CPU when `backend: numpy`),
   every product compared with the first; parsed by parsers/burnlog.
 * `gpu-burn`: wilicc/gpu-burn's `gpu_burn` binary (path configurable), parsed by
-  parsers/gpuburn. Its "OK" is not trusted: a GPU that did no work or died makes the run
-  invalid, a run without the final verdict is invalid; FAULTY (computation errors) fails.
+  parsers/gpuburn. Its "OK" is not trusted: a GPU that did no work makes the run invalid, a run
+  without the final verdict is invalid; FAULTY (computation errors) fails, and so does a GPU whose
+  process died while the others worked (also in a run that is not whole).
 * `dcgm`: `dcgmi diag -r LEVEL -j`, parsed by parsers/dcgm. A failed test fails with DCGM's
   message; a level-2+ run in which DCGM skipped every hardware and stress test is invalid.
 * `auto`: `builtin` when its backend for `dtype` is installed (PyTorch; CuPy for fp16/fp32/fp64),
@@ -21,6 +22,7 @@ by the engine. The sibling rule flags a GPU whose TFLOPS is far below the others
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
@@ -37,7 +39,8 @@ from harness import catalog, siblings
 from harness.checks import gpu_identity, needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, Need, Params, PlannedCommand
 from harness.config.numbers import WholeSeconds
-from harness.errors import ToolError, ToolMissing
+from harness.engines import burn as burn_engine
+from harness.errors import ToolError, ToolMissing, ToolTimeout
 from harness.model import Finding, Metric, Outcome
 from harness.numfmt import fmt_num, fmt_value
 from harness.parsers import burnlog, dcgm, gpuburn
@@ -70,6 +73,9 @@ class GpuBurnParams(TelemetryParams, Params):
     backend: Literal["auto", "torch", "cupy", "numpy"] = Field(
         "auto", description="builtin engine: auto = PyTorch, else CuPy; numpy burns the CPU (tests)")
     size: Optional[int] = Field(None, ge=16, le=65536, description="builtin engine: matrix side")
+    hang_grace: WholeSeconds = Field(
+        int(burn_engine.GRACE_S), ge=1, le=3600, description="builtin engine: seconds a GPU may overrun "
+        "its burn time (counted from its own readiness) before it is reported hung")
     binary: str = Field("gpu_burn", description="path or name of wilicc/gpu-burn's gpu_burn")
     compare_kernel: Optional[str] = Field(
         None, description="compare kernel for gpu_burn -c; default: compare.fatbin (builds since "
@@ -147,7 +153,7 @@ def build_argv(params: GpuBurnParams, kernel: Optional[str] = None) -> list[str]
         return ["dcgmi", "diag", "-r", str(params.dcgm_level), "-j"]
     if params.engine == "builtin":
         argv = [sys.executable, "-m", "harness.engines.burn", "--seconds", str(params.duration),
-                "--dtype", params.dtype, "--backend", params.backend]
+                "--dtype", params.dtype, "--backend", params.backend, "--grace", str(params.hang_grace)]
         return argv + (["--size", str(params.size)] if params.size else [])
     argv = [params.binary]
     if params.doubles:
@@ -169,8 +175,12 @@ def estimate_s(params: GpuBurnParams) -> float:
 
 
 def budget_s(params: GpuBurnParams) -> float:
+    """The outer bound on the engine. The builtin burn bounds each GPU itself (burn.SETUP_S to get
+    ready, then the burn and burn.GRACE_S) and names the one that hangs: its bound comes first."""
     if params.engine == "dcgm":
         return DCGM_LEVEL_S[params.dcgm_level]
+    if params.engine == "builtin":
+        return params.duration + burn_engine.SETUP_S + params.hang_grace + SLACK_S
     return params.duration + SLACK_S
 
 
@@ -199,31 +209,60 @@ def run(params: GpuBurnParams, ctx: CheckContext) -> CheckOutput:
     env: dict[str, str] | None = cuda
     if params.engine == "dcgm":
         env, ordinals = None, tuple(range(len(ctx.inventory.get("gpus", []))))
+    extra: list[str] = []
     try:
         res = ctx.run_tool(argv, name=params.engine, timeout_s=budget_s(params), env=env, check_rc=False)
+    except ToolTimeout as e:
+        if params.engine != "builtin":
+            raise
+        parsed = gpu_identity.renumber(_cut_off(ctx, e), ordinals)  # the engine's own bounds did not end it
+        extra.append(str(e))
+    else:
+        if res.interrupted:
+            raise ToolError(f"{params.engine}: interrupted; its process group was killed", argv=res.argv)
+        text = res.stdout() + "\n" + res.stderr()
+        parser = {"dcgm": dcgm.parse, "builtin": burnlog.parse}.get(params.engine, gpuburn.parse)
+        parsed = gpu_identity.renumber(parser(text if params.engine != "builtin" else res.stdout()), ordinals)
+        if not parsed.metrics and res.rc != 0:  # nothing to judge: the tool itself failed
+            why = "; ".join(parsed.problems[:2]) or res.tail(300) or "no output"
+            raise ToolError(f"{params.engine}: exit {res.rc}: {why}", argv=res.argv, rc=res.rc,
+                            output_tail=res.tail())
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-    if res.interrupted:
-        raise ToolError(f"{params.engine}: interrupted; its process group was killed", argv=res.argv)
-    text = res.stdout() + "\n" + res.stderr()
-    parser = {"dcgm": dcgm.parse, "builtin": burnlog.parse}.get(params.engine, gpuburn.parse)
-    parsed = gpu_identity.renumber(parser(text if params.engine != "builtin" else res.stdout()), ordinals)
-    if not parsed.metrics and res.rc != 0:  # nothing to judge: the tool itself failed
-        why = "; ".join(parsed.problems[:2]) or res.tail(300) or "no output"
-        raise ToolError(f"{params.engine}: exit {res.rc}: {why}", argv=res.argv, rc=res.rc,
-                        output_tail=res.tail())
-    problems = list(parsed.problems) + _coverage(parsed, ctx, params)
+    problems = [*extra, *parsed.problems, *_coverage(parsed, ctx, params)]
     problems += gpu_identity.cuda_order_problems(parsed.details.get("pci_bus_ids") or [],
                                                  ctx.inventory.get("gpus", []), ordinals)
     if params.engine == "dcgm":
         problems += _dcgm_exercised(parsed, params)
         found = _dcgm_verdicts(parsed)
     else:
-        found = _burn_verdicts(parsed, params.engine, parsed.details.get("faults") or {})
+        found = _burn_verdicts(parsed, params.engine, parsed.details.get("faults") or {},
+                               gpu_identity.names(ctx.inventory.get("gpus", [])))
     details = {"engine": params.engine, **{k: v for k, v in parsed.details.items() if v not in ({}, [])}}
     return CheckOutput(parsed.metrics, tuple(problems), details, _summary(parsed.metrics, params),
                        findings=found)
+
+
+def _cut_off(ctx: CheckContext, e: ToolTimeout) -> ParseResult:
+    """The builtin burn's output up to its outer timeout: the GPUs that reported keep their results,
+    the ones that did not are named hung (the engine bounds each GPU itself, so only a GPU or driver
+    that hangs the engine's own process gets here). ToolTimeout again when it never started."""
+    run = ctx.tool_runs[-1]
+    try:
+        text = (ctx.run_dir / run.stdout_file).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        raise e from None
+    first = burnlog.parse(text)
+    devices = first.details.get("devices") or []
+    if not devices:
+        raise e
+    said = burnlog.reported(text)
+    why = (f"hung: no result when the burn's outer bound of {run.duration_s:.0f} s ran out; the engine "
+           "was killed")
+    late = "".join(json.dumps({"event": "error", "gpu": d, "message": why}) + "\n"
+                   for d in devices if d not in said)
+    return burnlog.parse(text + "\n" + late)
 
 
 def verdicts(params: GpuBurnParams, hardware: Mapping[str, Any]) -> list[str]:
@@ -239,8 +278,9 @@ def verdicts(params: GpuBurnParams, hardware: Mapping[str, Any]) -> list[str]:
                 "service or library) are errors of the environment, not the GPU's"]
     fault = {"gpu-burn": "FAULTY (computation errors)", "builtin": "a product that differs from the first"}
     what = fault.get(params.engine, "FAULTY, or a product that differs from the first,")
-    return [f"{what} fails its GPU; a GPU that did no work or died, or a missing final verdict, "
-            "makes the run invalid; every GPU NVML sees must be reported"]
+    return [f"{what} fails its GPU, and so does a GPU that hung or died while the others worked; a GPU "
+            "that did no work, or a missing final verdict, makes the run invalid; every GPU NVML sees "
+            "must be reported"]
 
 
 def own_rules(params: GpuBurnParams) -> list[siblings.SiblingRule]:
@@ -270,26 +310,38 @@ def _coverage(parsed: ParseResult, ctx: CheckContext, params: GpuBurnParams) -> 
     return []
 
 
-def _burn_verdicts(parsed: ParseResult, engine: str,
-                   faults: Mapping[str, str] | None = None) -> tuple[Finding, ...]:
+def _burn_verdicts(parsed: ParseResult, engine: str, faults: Mapping[str, str] | None = None,
+                   names: Mapping[int, str] | None = None) -> tuple[Finding, ...]:
     """GPUs with computation errors (or the builtin burn's `faults`: memory pattern, reference,
-    cross-GPU disagreement) fail; one pass row when all were OK."""
-    if not parsed.valid:
-        return ()
+    cross-GPU disagreement) fail, and so do GPUs that hung or died during the burn (details.dead),
+    also when the run is not whole: the others' errors are still judged. One pass row when all
+    were OK and the run was whole."""
     errors = {m.labels["gpu"]: m.value for m in parsed.metrics if m.name == "gpu_burn.errors"}
+    dead = parsed.details.get("dead") or {}
     out = []
     oks = [m for m in parsed.metrics if m.name == "gpu_burn.ok"]
     for m in oks:
-        if m.value < 1:
-            n = errors.get(m.labels["gpu"])
-            why = f"{n:,.0f} computation errors" if n else "computation errors, not in the output kept"
+        if m.value >= 1:
+            continue
+        g = m.labels["gpu"]
+        who = (names or {}).get(int(g), f"GPU {g}") if isinstance(g, int) else f"GPU {g}"
+        n = errors.get(g)
+        if str(g) in dead:
+            why = f"did not finish the burn: {dead[str(g)]}"
+        elif n:
             word = "FAULTY" if engine == "gpu-burn" else "products differ from the first"
-            if not n and (faults or {}).get(str(m.labels["gpu"])):
-                word, why = "wrong results", str((faults or {})[str(m.labels["gpu"])])
-            out.append(Finding(metric="gpu_burn.ok", labels=m.labels, outcome=Outcome.FAIL,
-                               measured=m.value, unit=COUNT, reference=1.0, low=1.0,
-                               message=f"GPU {m.labels['gpu']}: {word} ({why})", source=SOURCE))
-    if oks and not out:
+            why = f"{word} ({n:,.0f} computation errors)"
+        elif (faults or {}).get(str(g)):
+            why = f"wrong results ({(faults or {})[str(g)]})"
+        elif parsed.valid:
+            word = "FAULTY" if engine == "gpu-burn" else "products differ from the first"
+            why = f"{word} (computation errors, not in the output kept)"
+        else:
+            continue  # not OK because the run was not whole: the problems say why (ERRORED)
+        out.append(Finding(metric="gpu_burn.ok", labels=m.labels, outcome=Outcome.FAIL,
+                           measured=m.value, unit=COUNT, reference=1.0, low=1.0,
+                           message=f"{who}: {why}", source=SOURCE))
+    if oks and not out and parsed.valid:
         out.append(Finding(metric="gpu_burn.ok", outcome=Outcome.PASS, measured=1.0, unit=COUNT,
                            reference=1.0, low=1.0, reduce="min",
                            message=f"all {len(oks)} GPUs OK, no computation errors", source=SOURCE))

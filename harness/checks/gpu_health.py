@@ -278,9 +278,10 @@ def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
                                              ctx.inventory.get("gpus", []))
             metrics += rm
             fault_findings += recovery
+    named = gpu_identity.names(ctx.inventory.get("gpus", []))
     own = [Finding(metric="gpu.lost", labels={"gpu": h.gpu}, outcome=Outcome.FAIL, measured=1.0, unit=COUNT,
-                   high=0.0, message=f"GPU {h.gpu} does not answer NVML: {h.error}", source=SOURCE)
-           for h in lost]
+                   high=0.0, message=f"{named.get(h.gpu, f'GPU {h.gpu}')} does not answer NVML: {h.error}",
+                   source=SOURCE) for h in lost]
     own += _verdicts(found, len(health) - len(lost))
     own += gpu_links.nvlink_findings(health, (ctx.hardware.get("gpu") or {}).get("nvlinks"))
     fabric_metrics, fabric = gpu_links.fabric_findings(health)

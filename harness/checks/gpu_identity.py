@@ -45,6 +45,12 @@ def cuda_visible(gpus: Sequence[Mapping[str, Any]]) -> tuple[dict[str, str], tup
     return env, tuple(named)
 
 
+def names(gpus: Sequence[Mapping[str, Any]]) -> dict[int, str]:
+    """GPU index -> 'GPU 3 (00000000:4B:00.0)': how a finding names a GPU an operator must find."""
+    return {i: f"GPU {i}" + (f" ({g['pci_bus_id']})" if g.get("pci_bus_id") else "")
+            for i, g in enumerate(gpus)}
+
+
 def renumber(parsed: ParseResult, ordinals: Sequence[int]) -> ParseResult:
     """An engine's result with each `gpu` label (a CUDA ordinal) made NVML's index (cuda_visible)."""
     if tuple(ordinals) == tuple(range(len(ordinals))):
@@ -59,9 +65,9 @@ def renumber(parsed: ParseResult, ordinals: Sequence[int]) -> ParseResult:
     metrics = tuple(replace(m, labels={k: nvml(v) if k in ("gpu", "src", "dst") else v
                                        for k, v in m.labels.items()}) for m in parsed.metrics)
     details = dict(parsed.details)
-    if isinstance(details.get("faults"), Mapping):
-        details["faults"] = {str(nvml(int(k)) if str(k).isdigit() else k): v
-                             for k, v in details["faults"].items()}
+    for key in ("faults", "dead"):  # builtin burn: why a GPU failed, by CUDA ordinal
+        if isinstance(details.get(key), Mapping):
+            details[key] = {str(nvml(int(k)) if str(k).isdigit() else k): v for k, v in details[key].items()}
     return replace(parsed, metrics=metrics, details=details)
 
 

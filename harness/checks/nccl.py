@@ -23,10 +23,10 @@ from harness import catalog
 from harness.checks import gpu_identity, needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Need, Params, PlannedCommand
 from harness.errors import ToolError
-from harness.model import Metric
+from harness.model import Finding, Metric, Outcome
 from harness.parsers import nccl as nccl_parser
 from harness.parsers.base import last_line as _last
-from harness.units import check_size, parse_size
+from harness.units import COUNT, check_size, parse_size
 
 Op = Literal["all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv", "broadcast",
              "reduce", "gather", "scatter", "hypercube"]
@@ -177,7 +177,26 @@ def run(params: NcclParams, ctx: CheckContext) -> CheckOutput:
         version = version or parsed.details.get("nccl_version")
     details = {"nccl_version": version, "processes": nranks, "gpus_per_process": per,
                "env": {**effective_env(params), **(run_env(params, ctx.inventory) or {})}, "tests": tests}
-    return CheckOutput(tuple(metrics), tuple(problems), details, _summary(metrics))
+    return CheckOutput(tuple(metrics), tuple(problems), details, _summary(metrics),
+                       findings=wrong_findings(metrics))
+
+
+def wrong_findings(metrics: Sequence[Metric]) -> tuple[Finding, ...]:
+    """nccl-tests' own check (-c 1) found wrong results: the data came back corrupted, a failure
+    of the GPUs or the fabric, never of the harness. One failing finding per op, at its first bad size."""
+    out = []
+    for op in dict.fromkeys(str(m.labels.get("op")) for m in metrics):
+        bad = [m for m in metrics
+               if m.name == "nccl.wrong" and m.value > 0 and str(m.labels.get("op")) == op]
+        if not bad:
+            continue
+        first = min(bad, key=lambda m: int(m.labels.get("size", 0)))
+        out.append(Finding(metric="nccl.wrong", labels=first.labels, outcome=Outcome.FAIL,
+                           measured=first.value, unit=COUNT, high=0.0, source="nccl-tests",
+                           message=f"{op}: wrong results in {len(bad)} of the table's rows (first: "
+                           f"{_human(int(first.labels.get('size', 0)))} {first.labels.get('placement')}, "
+                           f"{first.value:,.0f} wrong elements): data corrupted between the GPUs"))
+    return tuple(out)
 
 
 def _human(n: int) -> str:

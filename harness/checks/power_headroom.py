@@ -31,13 +31,13 @@ from typing import Any, Literal, Optional
 from pydantic import Field
 
 from harness import catalog
-from harness.checks import needs
+from harness.checks import gpu_identity, needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.checks.loadgroup import InterruptWatch, LoadGroup
 from harness.config.bmc import BmcConfig
 from harness.config.numbers import Duration, WholeSeconds
 from harness.errors import ConfigError, HarnessError, SkipCheck, ToolError
-from harness.model import BmcReading, BmcSource, Metric
+from harness.model import BmcReading, BmcSource, Finding, Metric, Outcome
 from harness.numfmt import fmt_value
 from harness.parsers import burnlog
 from harness.parsers.base import last_line
@@ -45,7 +45,7 @@ from harness.platform import nvml, proc, scratch
 from harness.series import power as power_series
 from harness.series import psu as power
 from harness.series.telemetry import TelemetryParams
-from harness.units import WATT
+from harness.units import COUNT, WATT
 
 SLACK_S = 60.0  # start-up of the load tools and their shutdown, on top of `duration`
 BURN_NAME, STRESS_NAME = "burn", "stress-ng"
@@ -332,10 +332,12 @@ def _open_nvml(has_gpus: bool, notes: list[str]) -> Optional[nvml.NvmlSession]:
 
 
 def _load_problems(params: PowerHeadroomParams, ctx: CheckContext, group: LoadGroup
-                   ) -> tuple[list[Metric], list[str]]:
-    """Every load tool must have run its full time: a load that died makes the peak meaningless."""
+                   ) -> tuple[list[Metric], list[str], list[Finding]]:
+    """Every load tool must have run its full time: a load that died makes the peak meaningless. A GPU
+    that hung or died under the burn while the others worked is a failure of that GPU, named."""
     metrics: list[Metric] = []
     problems: list[str] = []
+    dead: list[Finding] = []
     for name, o in group.outcomes.items():
         if isinstance(o, Exception):
             problems.append(f"{name}: {o}")
@@ -344,6 +346,13 @@ def _load_problems(params: PowerHeadroomParams, ctx: CheckContext, group: LoadGr
             parsed = burnlog.parse(o.stdout())
             metrics += [m for m in parsed.metrics if m.name in ("gpu_burn.ok", "gpu_burn.tflops")]
             problems += [f"burn: {p}" for p in parsed.problems]
+            names = gpu_identity.names(ctx.inventory.get("gpus", []))
+            for g, why in sorted((parsed.details.get("dead") or {}).items()):
+                who = names.get(int(g), f"GPU {g}")
+                dead.append(Finding(metric="gpu_burn.ok", labels={"gpu": int(g)}, outcome=Outcome.FAIL,
+                                    measured=0.0, unit=COUNT, reference=1.0, low=1.0,
+                                    source="power_headroom", message=f"{who}: did not finish the burn "
+                                    f"under the full-system load: {why}"))
             if params.backend != "numpy":
                 seen = {m.labels.get("gpu") for m in parsed.metrics}
                 missing = [g for g in range(len(ctx.inventory.get("gpus", []))) if g not in seen]
@@ -353,7 +362,7 @@ def _load_problems(params: PowerHeadroomParams, ctx: CheckContext, group: LoadGr
                 problems.append(f"burn: exit {o.rc}: {o.tail(300) or 'no output'}")
         elif o.rc != 0:
             problems.append(f"{name}: exit {o.rc}: {_last(o.tail(600))}")
-    return metrics, problems
+    return metrics, problems, dead
 
 
 def _judge(params: PowerHeadroomParams, ctx: CheckContext, group: LoadGroup, sampler: _Sampler,
@@ -361,7 +370,7 @@ def _judge(params: PowerHeadroomParams, ctx: CheckContext, group: LoadGroup, sam
            loaded: bool = True) -> CheckOutput:
     samples, series, saved = sampler.samples, sampler.series, sampler.saved
     assert series is not None
-    metrics, problems = _load_problems(params, ctx, group)
+    metrics, problems, dead = _load_problems(params, ctx, group)
     metrics += list(power_series.derive(series, samples, policy, limits))
     load = [s for s in samples if s.phase == "load"]
     if sampler.bmc is not None:
@@ -374,7 +383,7 @@ def _judge(params: PowerHeadroomParams, ctx: CheckContext, group: LoadGroup, sam
         notes.append(f"GPU power sampling stopped: {sampler.nvml_error}")
     ticks = [power.BmcTick(s.t, s.phase, s.bmc) for s in samples if s.bmc is not None]
     own = (power.judge_psus(ticks, policy) + power_series.judge_gpus(samples, limits, params.temp_margin_c)
-           + power_series.judge_airflow(samples, params.inlet_max_c))
+           + power_series.judge_airflow(samples, params.inlet_max_c) + tuple(dead))
     details: dict[str, Any] = {
         "power": {"file": str(saved.relative_to(ctx.run_dir)) if saved else None, "samples": len(samples),
                   "period_s": params.period, "source": series.source, "estimated": series.estimated,

@@ -6,11 +6,13 @@ PyTorch or CuPy on GPUs (`auto` picks the first importable; neither is a hard de
 on the host (only when asked for, so tests exercise the same logic without a GPU).
 
 The parent starts one child process per device (`--device N`) and forwards each child's result
-as it comes: a device that hangs is killed after the deadline plus a grace period and reported,
-and the other devices' results are kept. In a child, only the products are timed: `batch`
-products are queued back to back between two synchronisations, and every one of them is compared
-with the first product outside the timed window, on the device, its mismatch counts read back
-once per batch (`verified` says how many were: all of them).
+as it comes. Each child says when it is ready (backend imported, context made, memory filled) and
+its time starts there: a device not ready within `--setup`, or without a result `--grace` after its
+burn time, is reported hung at once and killed (a kill that does not take is said and left
+behind: every wait is bounded), and the other devices' results are kept. In a child, only the
+products are timed: `batch` products are queued back to back between two synchronisations,
+and every one of them is compared with the first product outside the timed window, on the
+device, its mismatch counts read back once per batch (`verified` says how many were: all of them).
 TFLOPS counts the timed products only; `tflops_wall` is the rate over the whole loop, checks
 included. Every device uses the same inputs, so the first product's digest must agree across
 GPUs of one model, and its corner is checked against float64 computed on the host. A memory pass fills
@@ -38,7 +40,10 @@ from harness.engines.io import choose_backend, emit
 DTYPES = ("bf16", "fp16", "tf32", "fp32", "fp64")
 DEFAULT_SIZE = {"gpu": 8192, "cpu": 256}
 DEFAULT_BATCH = {"gpu": 10, "cpu": 1}
-GRACE_S = 30.0  # after the deadline, how long a child may take to report before it is killed
+GRACE_S = 30.0  # after its burn time, how long a child may take to report before it is killed
+SETUP_S = 180.0  # from spawn to a child's ready line: importing torch, a CUDA context, the memory fill
+KILL_WAIT_S = 10.0  # how long a killed child may take to die before it is left behind
+POLL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,7 @@ def run_device(be: NumpyBackend, device: int, size: int, dtype: str, seconds: fl
     """One device's whole burn: memory pattern in, products timed and verified, pattern checked."""
     ops = be.setup(device, size, dtype)
     mem = be.memory(device, mem_fraction) if mem_fraction > 0 else None
+    emit({"event": "ready", "gpu": device})  # the parent's clock for this device starts here
     deadline = time.monotonic() + seconds
     r = burn_loop(device, size, ops, deadline, batch, dtype)
     if mem is None:
@@ -117,14 +123,22 @@ def run_device(be: NumpyBackend, device: int, size: int, dtype: str, seconds: fl
     return DeviceResult(**{**asdict(r), "mem_bytes": nbytes, "mem_errors": mem.verify()})
 
 
-def run_children(argvs: Mapping[int, Sequence[str]], wait_s: float,
-                 out: Callable[[dict[str, Any]], None] = emit) -> None:
-    """Start one child per device, forward each child's result/error lines as they come; a child
-    without a result after `wait_s` is killed and reported, the others' results are kept."""
+def run_children(argvs: Mapping[int, Sequence[str]], burn_s: float,
+                 out: Callable[[dict[str, Any]], None] = emit, setup_s: float = SETUP_S,
+                 kill_wait_s: float = KILL_WAIT_S,
+                 kill: Callable[[subprocess.Popen[str]], None] = subprocess.Popen.kill) -> None:
+    """Start one child per device, forward each child's result/error lines as they come. Each child's
+    clock starts at its own `ready` line (backend imported, context made, memory filled): one not
+    ready `setup_s` after its start, or without a result `burn_s` after its ready line, is reported
+    hung at once and killed; a child that does not die within `kill_wait_s` (a process on a hung GPU
+    sits in uninterruptible sleep) is left behind and said so. Every wait is bounded; the others'
+    results are kept."""
     lock = threading.Lock()
     reported: set[int] = set()
+    ready: dict[int, float] = {}
     # stderr to files: a full pipe would block a chatty child; each is closed once its child ended
     errs = {d: tempfile.TemporaryFile(mode="w+") for d in argvs}  # noqa: SIM115
+    started = time.monotonic()
     procs = {d: subprocess.Popen(list(a), stdout=subprocess.PIPE, stderr=errs[d], text=True)
              for d, a in argvs.items()}
 
@@ -132,30 +146,49 @@ def run_children(argvs: Mapping[int, Sequence[str]], wait_s: float,
         assert p.stdout is not None
         for line in p.stdout:
             obj = _event(line)
-            if obj is not None and obj.get("event") in ("result", "error"):
+            if obj is not None and obj.get("event") == "ready":
+                ready.setdefault(d, time.monotonic())
+            elif obj is not None and obj.get("event") in ("result", "error"):
                 with lock:
                     obj["gpu"] = d
                     reported.add(d)
                     out(obj)
 
-    readers = [threading.Thread(target=pump, args=(d, p), daemon=True) for d, p in procs.items()]
-    for t in readers:
+    readers = {d: threading.Thread(target=pump, args=(d, p), daemon=True) for d, p in procs.items()}
+    for t in readers.values():
         t.start()
-    end = time.monotonic() + wait_s
-    for d, p in procs.items():
-        try:
-            p.wait(timeout=max(0.0, end - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-            with lock:
+    left = dict(procs)
+    abandoned: set[int] = set()
+    while left:
+        now = time.monotonic()
+        for d, p in list(left.items()):
+            if p.poll() is not None:
+                del left[d]
+                continue
+            t_ready = ready.get(d)
+            if t_ready is None and now - started > setup_s:
+                why = f"not ready {setup_s:g} s after its start (backend, context, memory fill)"
+            elif t_ready is not None and now - t_ready > burn_s:
+                why = f"no result {burn_s:g} s after it began burning"
+            else:
+                continue
+            del left[d]
+            with lock:  # said first: the kill itself may not come back
                 if d not in reported:
                     reported.add(d)
-                    out({"event": "error", "gpu": d,
-                         "message": f"hung: no result {wait_s:g} s after the start; its process was "
-                                    "killed (the other GPUs' results are kept)"})
-    for t in readers:
-        t.join(timeout=5)
+                    out({"event": "error", "gpu": d, "message": f"hung: {why}; its process was killed "
+                         "(the other GPUs' results are kept)"})
+            kill(p)
+            try:
+                p.wait(timeout=kill_wait_s)
+            except subprocess.TimeoutExpired:
+                abandoned.add(d)
+                out({"event": "note", "gpu": d, "message": f"its process did not die within "
+                     f"{kill_wait_s:g} s of SIGKILL (uninterruptible: the GPU or its driver is hung); "
+                     "left behind"})
+        time.sleep(POLL_S)
+    for d, t in readers.items():
+        t.join(timeout=0 if d in abandoned else 5)  # a left-behind child keeps its pipe open
     for d, p in procs.items():
         with lock:
             errs[d].seek(0)
@@ -189,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
                          "names, as the gpu_burn check sets it, else 1)")
     ap.add_argument("--device", type=int, default=None, help="child mode: burn this device only")
     ap.add_argument("--grace", type=float, default=GRACE_S, help="seconds a child may overrun the burn")
+    ap.add_argument("--setup", type=float, default=SETUP_S,
+                    help="seconds a child may take to get ready (backend, context, memory fill)")
     args = ap.parse_args(argv)
     if args.host_devices is None:
         visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
@@ -223,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         failed.append(obj.get("event") == "error")
         emit(obj)
 
-    run_children({d: [*child, "--device", str(d)] for d in devices}, args.seconds + args.grace, out)
+    run_children({d: [*child, "--device", str(d)] for d in devices}, args.seconds + args.grace, out,
+                 setup_s=args.setup)
     emit({"event": "done"})
     return 1 if any(failed) else 0
 

@@ -5,7 +5,8 @@ and no device reported an error. A device that verified no product did no checke
 not OK. A device fails (ok 0) when a verified product differed from its first, when its memory
 pattern came back changed, when its first product's corner is off the float64 reference, or when
 its first product differs from the one most GPUs of the same model computed from the same inputs
-(details.faults says which). Metrics per device: gpu_burn.{ok,tflops,errors,iterations,
+(details.faults says which). A device that hung, or failed while others finished, is named in
+details.dead (its GPU failed the burn). Metrics per device: gpu_burn.{ok,tflops,errors,iterations,
 mem_errors}, labels `gpu` and `dtype`; tflops counts the timed products only.
 """
 
@@ -35,6 +36,12 @@ def _events(text: str) -> list[dict[str, Any]]:
     return out
 
 
+def reported(text: str) -> set[int]:
+    """The devices that printed a result or an error."""
+    return {e["gpu"] for e in _events(text)
+            if e["event"] in ("result", "error") and isinstance(e.get("gpu"), int)}
+
+
 def cross_check(results: dict[int, dict[str, Any]]) -> dict[int, str]:
     """GPU -> why its first product disagrees with the other GPUs of its model (same inputs)."""
     out: dict[int, str] = {}
@@ -56,6 +63,14 @@ def cross_check(results: dict[int, dict[str, Any]]) -> dict[int, str]:
     return out
 
 
+def _dead(dead: dict[int, str], results: dict[int, Any]) -> dict[str, str]:
+    """GPU -> why it did not finish the burn, where that is the GPU's fault: it hung (no result by
+    its deadline), or it failed while other GPUs finished. When no GPU finished and none hung, the
+    engine or the environment failed (a missing library, no memory): nothing is named."""
+    hung = {d: why for d, why in dead.items() if why.startswith("hung")}
+    return {str(d): why for d, why in sorted((dead if results else hung).items())}
+
+
 def parse(text: str) -> ParseResult:
     """gpu_burn.* metrics labelled {gpu, dtype} from `python -m harness.engines.burn` output."""
     events = _events(text)
@@ -70,11 +85,15 @@ def parse(text: str) -> ParseResult:
     if not any(e["event"] == "done" for e in events):
         problems.append("no done line: the burn did not finish")
     faults = cross_check({d: r for d, r in results.items() if d in devices})
+    failed = {e["gpu"]: str(e.get("message")) for e in events
+              if e["event"] == "error" and isinstance(e.get("gpu"), int)}
+    dead = {d: failed.get(d, "no result") for d in devices if d not in results}
     metrics: list[Metric] = []
     for d in devices:
         r = results.get(d)
         if r is None:
-            problems.append(f"GPU {d}: no result")
+            if d not in failed:
+                problems.append(f"GPU {d}: no result")
             metrics.append(Metric("gpu_burn.ok", 0.0, COUNT, {"gpu": d, "dtype": dtype}))
             continue
         lab: dict[str, str | int] = {"gpu": d, "dtype": dtype}
@@ -97,6 +116,7 @@ def parse(text: str) -> ParseResult:
     details = {"backend": start.get("backend"), "dtype": dtype, "size": start.get("size"), "devices": devices,
                "pci_bus_ids": [results.get(d, {}).get("pci_bus_id") for d in devices],
                "faults": {str(d): why for d, why in sorted(faults.items())},
+               "dead": _dead(dead, results),
                "tflops_wall": {str(d): r.get("tflops_wall") for d, r in sorted(results.items())},
                "verified": {str(d): r.get("verified") for d, r in sorted(results.items())},
                "mem_bytes": {str(d): r.get("mem_bytes") for d, r in sorted(results.items())}}

@@ -8,7 +8,8 @@ so the verdict alone proves nothing:
 
 * no verdict block (crash, abort, cut-off output) -> invalid;
 * a GPU whose process DIED (proc'd -1) or that never reported work, yet is called OK -> invalid;
-* FAULTY -> valid, `gpu_burn.ok` 0 and the error count (a hardware failure, judged by rules).
+* FAULTY -> valid, `gpu_burn.ok` 0 and the error count (a hardware failure, judged by rules);
+* a GPU whose process died while others worked is named in details.dead (it failed the burn).
 """
 
 from __future__ import annotations
@@ -166,6 +167,14 @@ def parse(text: str) -> ParseResult:
     return _result(text, st, tested)
 
 
+def _dead(st: _State) -> dict[str, str]:
+    """GPU -> why it failed the burn: its process died (proc'd -1) while another GPU did work. When
+    every process died, gpu_burn itself or the environment failed: nothing is named."""
+    worked = any((g.iterations or 0) > 0 and not g.died for g in st.gpus.values())
+    return {str(i): "its gpu_burn process died during the burn (proc'd -1)"
+            for i, g in sorted(st.gpus.items()) if g.died and worked}
+
+
 def _result(text: str, st: _State, tested: int | None) -> ParseResult:
     problems: list[str] = []
     for rx, msg in _FATAL:
@@ -203,6 +212,7 @@ def _result(text: str, st: _State, tested: int | None) -> ParseResult:
     details = {
         "tested": tested, "progress_lines": st.progress_lines, "garbled_lines": st.garbled,
         "faulty": [i for i, g in sorted(st.gpus.items()) if g.verdict == "FAULTY"],
+        "dead": _dead(st),
         "error_counter_overflow": [i for i, g in sorted(st.gpus.items()) if g.overflowed],
         "gpus": {i: {"name": g.name, "uuid": g.uuid} for i, g in sorted(st.gpus.items()) if g.name},
     }

@@ -16,10 +16,16 @@ each sample says which it was.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from harness.errors import HarnessError
+from harness.platform.bounded import Worker
+
+T = TypeVar("T")
+CALL_TIMEOUT_S = 10.0  # one GPU's reading that takes longer: the driver is hung on that GPU
 
 
 def _text(v: Any) -> str:
@@ -27,58 +33,16 @@ def _text(v: Any) -> str:
 
 
 def gpu_inventory() -> dict[str, Any]:
-    """{"available": bool, "reason": str, "driver": str, "cuda_driver": str, "gpus": [...]}."""
+    """{"available": bool, "reason": str, "driver": str, "cuda_driver": str, "gpus": [...]}. A GPU that
+    cannot be opened or read (lost, needs a reset, hung) stays in the list with `error` set."""
     try:
-        import pynvml  # start-up: NVML loads only when a GPU is asked about
-    except ImportError as e:
-        return {"available": False, "reason": f"nvidia-ml-py not installed ({e})", "gpus": []}
+        nv = NvmlSession()
+    except NvmlUnavailable as e:
+        return {"available": False, "reason": str(e), "gpus": []}
     try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError as e:
-        return {"available": False, "reason": f"NVML not loadable: {_text(e)}", "gpus": []}
-    try:
-        info: dict[str, Any] = {"available": True, "reason": "", "gpus": []}
-        info["driver"] = _text(pynvml.nvmlSystemGetDriverVersion())
-        try:
-            v = int(pynvml.nvmlSystemGetCudaDriverVersion_v2())
-            info["cuda_driver"] = f"{v // 1000}.{(v % 1000) // 10}"
-        except pynvml.NVMLError:
-            info["cuda_driver"] = None
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            try:
-                h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            except pynvml.NVMLError as e:  # counted but not openable: that GPU is the finding
-                info["gpus"].append({"index": i, "name": None, "uuid": None, "serial": None, "vbios": None,
-                                     "pci_bus_id": None, "memory_bytes": None, "driver": info["driver"],
-                                     "error": f"NVML cannot open GPU {i}: {_text(e)}"})
-                continue
-            info["gpus"].append({
-                "index": i,
-                "name": _text(pynvml.nvmlDeviceGetName(h)),
-                "uuid": _text(pynvml.nvmlDeviceGetUUID(h)),
-                "serial": _optional(pynvml.nvmlDeviceGetSerial, h),
-                "vbios": _optional(pynvml.nvmlDeviceGetVbiosVersion, h),
-                "pci_bus_id": _text(pynvml.nvmlDeviceGetPciInfo(h).busId),
-                "memory_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
-                "driver": info["driver"],
-            })
-        return info
-    except pynvml.NVMLError as e:
-        return {"available": False, "reason": f"NVML query failed: {_text(e)}", "gpus": []}
+        return {"available": True, "reason": "", **nv.inventory()}
     finally:
-        try:
-            pynvml.nvmlShutdown()
-        except pynvml.NVMLError:
-            pass
-
-
-def _optional(fn: Any, handle: Any) -> str | None:
-    import pynvml  # start-up: NVML loads only when a GPU is asked about
-
-    try:
-        return _text(fn(handle))
-    except pynvml.NVMLError:
-        return None
+        nv.close()
 
 
 # ---------------------------------------------------------------- telemetry and health
@@ -89,6 +53,7 @@ UNKNOWN = 999  # NVML_ERROR_UNKNOWN: NVML could not tell what went wrong with th
 FAULTS = {GPU_IS_LOST: "GPU is lost", RESET_REQUIRED: "GPU needs a reset", UNKNOWN: "unknown NVML error"}
 _FI_DEV_POWER_INSTANT = 186  # NVML_FI_DEV_POWER_INSTANT (mW, not averaged)
 _FI_DEV_MEMORY_TEMP = 82  # NVML_FI_DEV_MEMORY_TEMP (HBM temperature, C)
+_FI_DEV_GET_GPU_RECOVERY_ACTION = 230  # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (r550+)
 
 
 class NvmlUnavailable(HarnessError):
@@ -152,6 +117,11 @@ class GpuHealth:
     pcie_width_max: int | None = None
     nvlink_up: int | None = None
     nvlink_total: int | None = None
+    pcie_replays: int | None = None  # the PCIe replay counter
+    nvlink_replay: int | None = None  # NVLink error counters summed over the links (DL replay, recovery,
+    nvlink_recovery: int | None = None  # CRC flit + CRC data); None on a GPU without NVLink
+    nvlink_crc: int | None = None
+    recovery_action: int | None = None  # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: 0 none, RECOVERY_ACTIONS
     error: str | None = None
     fabric: FabricInfo | None = None  # None: no NVLink fabric (no NVSwitch), or NVML does not say
 
@@ -163,6 +133,11 @@ class FabricInfo:
     state: int  # NVML_GPU_FABRIC_STATE_*: 1 not started, 2 in progress, 3 completed
     status: int  # an NVML return code: meaningful once the state is completed (0 = success)
     health_mask: int  # NVML_GPU_FABRIC_HEALTH_MASK_* fields (harness.checks.gpu_fabric decodes them)
+
+
+RECOVERY_ACTIONS = {1: "GPU reset required", 2: "node reboot required", 3: "drain peer-to-peer traffic",
+                    4: "drain and reset (running at reduced capacity)", 5: "GPU reset (bus) required",
+                    6: "recover the IMEX domain"}
 
 
 @dataclass(frozen=True)
@@ -197,36 +172,72 @@ class GpuObservation:
 
 
 class NvmlSession:
-    """An open NVML: init once, read many times (the sampler's 10 Hz needs that), shut down once."""
+    """An open NVML: init once, read many times (the sampler's 10 Hz needs that), shut down once.
 
-    def __init__(self) -> None:
+    Every call is bounded (CALL_TIMEOUT_S, `_Worker`): NVML that does not answer at all is
+    NvmlUnavailable; a GPU whose reading does not return is marked hung (`hung`), its readings
+    carry that error from then on and it is not asked again, and the other GPUs are read as usual."""
+
+    def __init__(self, timeout_s: float | None = None) -> None:
         try:
             import pynvml  # start-up: NVML loads only when a GPU is asked about
         except ImportError as e:
             raise NvmlUnavailable(f"nvidia-ml-py not installed ({e})") from e
         self._nv: Any = pynvml
+        self.timeout_s = CALL_TIMEOUT_S if timeout_s is None else timeout_s
+        self._worker = Worker()
+        self.hung: dict[int, str] = {}  # index -> why: the GPU's reading did not return
         try:
-            pynvml.nvmlInit()
+            self._bounded(pynvml.nvmlInit, "nvmlInit")
         except pynvml.NVMLError as e:
             raise NvmlUnavailable(f"NVML not loadable: {_text(e)}") from e
         try:
-            count = int(pynvml.nvmlDeviceGetCount())
-        except pynvml.NVMLError as e:
+            count = int(self._bounded(pynvml.nvmlDeviceGetCount, "nvmlDeviceGetCount"))
+        except (pynvml.NVMLError, NvmlUnavailable) as e:
             self.close()
             raise NvmlUnavailable(f"NVML query failed: {_text(e)}") from e
         self.handles: list[Any] = []
         self.open_errors: dict[int, str] = {}  # index -> why NVML could not open that GPU
         for i in range(count):
             try:
-                self.handles.append(pynvml.nvmlDeviceGetHandleByIndex(i))
+                self.handles.append(self._worker.call(partial(pynvml.nvmlDeviceGetHandleByIndex, i),
+                                                      self.timeout_s))
             except pynvml.NVMLError as e:
                 self.handles.append(None)
                 self.open_errors[i] = f"NVML cannot open GPU {i}: {_text(e)}"
+            except TimeoutError:
+                self.handles.append(None)
+                self.hung[i] = self._hung_text(i)
+                self.open_errors[i] = self.hung[i]
+
+    def _bounded(self, fn: Callable[[], T], what: str) -> T:
+        try:
+            return self._worker.call(fn, self.timeout_s)
+        except TimeoutError as e:
+            raise NvmlUnavailable(f"NVML did not answer {what} within {self.timeout_s:g} s: the driver "
+                                  "is hung") from e
+
+    def _hung_text(self, i: int) -> str:
+        return f"GPU is hung: NVML did not answer a reading of GPU {i} within {self.timeout_s:g} s"
+
+    def _each(self, read: Callable[[int, Any], T], lost: Callable[[int, str], T]) -> tuple[T, ...]:
+        """read(i, handle) for every GPU, each bounded; lost(i, why) for a GPU that is hung."""
+        out: list[T] = []
+        for i, h in enumerate(self.handles):
+            if i in self.hung:
+                out.append(lost(i, self.hung[i]))
+                continue
+            try:
+                out.append(self._worker.call(partial(read, i, h), self.timeout_s))
+            except TimeoutError:
+                self.hung[i] = self._hung_text(i)
+                out.append(lost(i, self.hung[i]))
+        return tuple(out)
 
     def close(self) -> None:
         try:
-            self._nv.nvmlShutdown()
-        except self._nv.NVMLError:
+            self._worker.call(self._nv.nvmlShutdown, self.timeout_s)
+        except (self._nv.NVMLError, TimeoutError):
             pass
 
     def __enter__(self) -> NvmlSession:
@@ -247,9 +258,46 @@ class NvmlSession:
                 raise _Lost(f"{FAULTS[e.value]}: {_text(e)}") from e
             return None
 
+    def inventory(self) -> dict[str, Any]:
+        """Driver versions and every GPU's identity; a GPU that cannot be opened or read (lost, needs a
+        reset, hung) keeps its index, what was read of it, and `error`."""
+        nv = self._nv
+        info: dict[str, Any] = {"driver": _text(self._bounded(nv.nvmlSystemGetDriverVersion, "the driver "
+                                                              "version"))}
+        try:
+            v = int(self._bounded(nv.nvmlSystemGetCudaDriverVersion_v2, "the CUDA version"))
+            info["cuda_driver"] = f"{v // 1000}.{(v % 1000) // 10}"
+        except (nv.NVMLError, NvmlUnavailable):
+            info["cuda_driver"] = None
+        blank = {"name": None, "uuid": None, "serial": None, "vbios": None, "pci_bus_id": None,
+                 "memory_bytes": None, "driver": info["driver"]}
+
+        def lost(i: int, why: str) -> dict[str, Any]:
+            return {"index": i, **blank, "error": why}
+
+        def identity(i: int, h: Any) -> dict[str, Any]:
+            if i in self.open_errors:
+                return lost(i, self.open_errors[i])
+            g = {"index": i, **blank}
+            try:  # each fact as it is read: a GPU lost half-way keeps what it told
+                for key, fn in (("pci_bus_id", "nvmlDeviceGetPciInfo"), ("name", "nvmlDeviceGetName"),
+                                ("uuid", "nvmlDeviceGetUUID"), ("serial", "nvmlDeviceGetSerial"),
+                                ("vbios", "nvmlDeviceGetVbiosVersion"),
+                                ("memory_bytes", "nvmlDeviceGetMemoryInfo")):
+                    v = self._get(fn, h)
+                    if v is not None:
+                        g[key] = (_text(v.busId) if key == "pci_bus_id" else int(v.total)
+                                  if key == "memory_bytes" else _text(v))
+            except _Lost as e:
+                g["error"] = f"NVML cannot read GPU {i}: {e}"
+            return g
+
+        info["gpus"] = list(self._each(identity, lost))
+        return info
+
     def sample(self) -> tuple[GpuSample, ...]:
         """One reading of every GPU; a GPU that fell off the bus yields a sample with `error` set."""
-        return tuple(self._sample(i, h) for i, h in enumerate(self.handles))
+        return self._each(self._sample, lambda i, why: GpuSample(gpu=i, error=why))
 
     def _sample(self, i: int, h: Any) -> GpuSample:
         nv, g = self._nv, self._get
@@ -312,10 +360,12 @@ class NvmlSession:
 
     def observe(self) -> tuple[GpuObservation, ...]:
         """The stall doctor's reading of every GPU (a lost GPU yields one with `error` set)."""
-        return tuple(self._observe(i, h) for i, h in enumerate(self.handles))
+        return self._each(self._observe, lambda i, why: GpuObservation(gpu=i, error=why))
 
     def _observe(self, i: int, h: Any) -> GpuObservation:
         nv, g = self._nv, self._get
+        if i in self.open_errors:
+            return GpuObservation(gpu=i, error=self.open_errors[i])
         try:
             util = g("nvmlDeviceGetUtilizationRates", h)
             reasons = g("nvmlDeviceGetCurrentClocksEventReasons", h)
@@ -345,7 +395,7 @@ class NvmlSession:
 
     def limits(self) -> tuple[GpuLimits, ...]:
         """Power limits and temperature thresholds of every GPU."""
-        return tuple(self._limits(i, h) for i, h in enumerate(self.handles))
+        return self._each(self._limits, lambda i, why: GpuLimits(gpu=i, error=why))
 
     def _limits(self, i: int, h: Any) -> GpuLimits:
         nv, g = self._nv, self._get
@@ -370,7 +420,7 @@ class NvmlSession:
 
     def health(self) -> tuple[GpuHealth, ...]:
         """The health facts of every GPU."""
-        return tuple(self._health(i, h) for i, h in enumerate(self.handles))
+        return self._each(self._health, lambda i, why: GpuHealth(gpu=i, error=why))
 
     def _health(self, i: int, h: Any) -> GpuHealth:
         nv, g = self._nv, self._get
@@ -386,6 +436,8 @@ class NvmlSession:
             persistence = g("nvmlDeviceGetPersistenceMode", h)
             pci = g("nvmlDeviceGetPciInfo", h)
             up, total = self._nvlinks(h)
+            replay, recovery, crc = self._nvlink_errors(h, total or 0)
+            action = self._field(h, _FI_DEV_GET_GPU_RECOVERY_ACTION)
 
             def ecc_count(kind: int, counter: int) -> int | None:
                 return _i(g("nvmlDeviceGetTotalEccErrors", h, kind, counter))
@@ -414,9 +466,27 @@ class NvmlSession:
                 pcie_width=_i(g("nvmlDeviceGetCurrPcieLinkWidth", h)),
                 pcie_width_max=_i(g("nvmlDeviceGetMaxPcieLinkWidth", h)),
                 nvlink_up=up, nvlink_total=total, fabric=self._fabric(h),
+                pcie_replays=_i(g("nvmlDeviceGetPcieReplayCounter", h)),
+                nvlink_replay=replay, nvlink_recovery=recovery, nvlink_crc=crc,
+                recovery_action=None if action is None else int(action),
             )
         except _Lost as e:
             return GpuHealth(gpu=i, error=str(e))
+
+    def _nvlink_errors(self, h: Any, links: int) -> tuple[int | None, int | None, int | None]:
+        """(replay, recovery, CRC flit + data) error counts summed over the first `links` links."""
+        nv = self._nv
+        if not links:
+            return None, None, None
+
+        def total(*counters: int) -> int | None:
+            return _sum([_i(self._get("nvmlDeviceGetNvLinkErrorCounter", h, link, c))
+                         for link in range(links) for c in counters])
+
+        return (total(getattr(nv, "NVML_NVLINK_ERROR_DL_REPLAY", 0)),
+                total(getattr(nv, "NVML_NVLINK_ERROR_DL_RECOVERY", 1)),
+                total(getattr(nv, "NVML_NVLINK_ERROR_DL_CRC_FLIT", 2),
+                      getattr(nv, "NVML_NVLINK_ERROR_DL_CRC_DATA", 3)))
 
     def _fabric(self, h: Any) -> FabricInfo | None:
         """The fabric state, status and health mask; None where the GPU has no fabric (state 0)."""
@@ -440,6 +510,11 @@ class NvmlSession:
             total += 1
             up += 1 if state == getattr(self._nv, "NVML_FEATURE_ENABLED", 1) else 0
         return (up, total) if total else (None, None)
+
+
+def _sum(values: list[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
 
 
 def _f(v: Any) -> float | None:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from harness.checks import config_audit
+from harness.checks import afterload, config_audit
 from harness.compare import OwnRule, Rule, applicable, band, describe_band, describe_rule
 from harness.config.factrule import plan_lines
 from harness.config.models import Expectation, Profile
@@ -135,7 +135,9 @@ def select_profile(inventory: Mapping[str, Any],
     gpus = inventory.get("gpus") or []
     on_bus = inventory.get("pci_gpus") or []
     unknown = inventory.get("unknown") or {}
-    names = sorted({str(g.get("name", "")) for g in gpus})
+    names = sorted({str(g["name"]) for g in gpus if g.get("name")})  # a lost GPU has none: gpu_health
+    # names it, and the count still judges it (gpu.count): the node is REJECTED under its own profile
+    lost = [g for g in gpus if not g.get("name")]
     ids = sorted({str(d.get("device_id", "")).lower() for d in on_bus})
     nvml_why = inventory.get("nvml", {}).get("reason") or "NVML not loadable"
     if not gpus and not on_bus:
@@ -148,14 +150,16 @@ def select_profile(inventory: Mapping[str, Any],
             return "generic", "auto: NVML sees no GPU (PCI bus not read); using generic"
         why = "" if nvml_ok else f" and {nvml_why}"
         return "generic", f"auto: no NVIDIA GPU on the PCI bus{why}: a CPU-only node; using generic"
-    if gpus:
-        found, n = f"{len(gpus)} x {', '.join(names)}", len(gpus)
+    if gpus and (names or not on_bus):
+        found, n = f"{len(gpus)} x {', '.join(names) or 'GPU'}", len(gpus)
+        if lost:
+            found += " (" + "; ".join(_lost_text(g) for g in lost) + ")"
     else:
         found, n = f"{len(on_bus)} NVIDIA GPUs (PCI device {', '.join(ids)}) without NVML", len(on_bus)
 
     def fits(lp: LoadedProfile) -> bool:
         hw = lp.profile.hardware.gpu
-        if gpus and hw.models:
+        if names and hw.models:
             return all(name.lower() in {m.lower() for m in hw.models} for name in names)
         return bool(hw.pci_device_ids) and all(i in hw.pci_device_ids for i in ids)
 
@@ -176,6 +180,12 @@ def select_profile(inventory: Mapping[str, Any],
     if want and want != n:
         why += f"; profile {chosen} expects {want} GPUs, found {n}{pci.missing_text(gpus, on_bus)}"
     return chosen, why
+
+
+def _lost_text(g: Mapping[str, Any]) -> str:
+    """'GPU 3 at 00000000:4B:00.0 unreadable: GPU is lost' for a GPU NVML could not name."""
+    where = f" at {g['pci_bus_id']}" if g.get("pci_bus_id") else ""
+    return f"GPU {g.get('index', '?')}{where} unreadable: {g.get('error') or 'no name'}"
 
 
 def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profile_reason: str,
@@ -212,7 +222,7 @@ def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profil
             lines.append(f"   $ {shlex.join(cmd.argv)}" + (f"   # {cmd.note}" if cmd.note else ""))
         own = pc.own_rules
         built_in = [*(c.kind.verdicts(c.params, hardware) if c.kind.verdicts else ()),
-                    *telemetry.verdicts(c.params)]
+                    *telemetry.verdicts(c.params), *(afterload.verdicts() if c.kind.loads_node else ())]
         if c.kind.name == config_audit.NAME:
             lines += plan_lines(profile.profile.name, profile.profile.config, getattr(c.params, "rules", []))
         elif not pc.rules and not own and not built_in:

@@ -6,10 +6,13 @@ RUN_DIR/.running (platform/ledger) so a SIGKILLed run can be cleaned up and resu
 result cannot be written (disk full) the run stops: unsaved results would be lost anyway.
 
 Each check's metrics, findings and validity go to compare.judge once, with the profile's, the
-suite's and the kind's own rules; nothing else decides a status. Any exception inside a check
-(a bug, not only a HarnessError) makes that check ERRORED, its traceback goes to harness.log,
-and the run goes on; KeyboardInterrupt and SystemExit are not caught. Whatever a check returns,
-its result is made strict JSON (no NaN or inf) before it is written.
+suite's and the kind's own rules; nothing else decides a status. A check whose run was not whole
+(problems) is still judged: a failure the hardware showed (a GPU that hung or fell off the bus, its
+siblings' computation errors) makes it FAILED, naming the GPU; without one it is ERRORED. Any
+exception inside a check (a bug, not only a HarnessError) makes that check ERRORED, its
+traceback goes to harness.log, and the run goes on; KeyboardInterrupt and SystemExit are not
+caught. Whatever a check returns, its result is made strict JSON (no NaN or inf) before it is
+written.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from harness.checks.base import CheckContext, cut_outputs
 from harness.compare import finite_metrics, judge
 from harness.errors import GuardRefusal, HarnessError, SkipCheck, StorageError, ToolError
 from harness.fsutil import why_not
-from harness.model import EXIT_CODES, CheckResult, Evaluation, Finding, Metric, RunRecord, Status
+from harness.model import EXIT_CODES, CheckResult, Evaluation, Finding, Metric, Outcome, RunRecord, Status
 from harness.platform import proc
 from harness.platform.ledger import Ledger
 from harness.report.fmt import fmt_status
@@ -256,17 +259,25 @@ class Runner:
             return self._done(base, t0, cctx, Status.ERRORED, _internal(pc.id, e), metrics, details=details)
         if self.signum is not None:
             return self._interrupted(base, t0, cctx, metrics)
-        if problems:
-            problems = [*cut_outputs(cctx), *problems]  # said first: what was cut may be why
-            return self._done(base, t0, cctx, Status.ERRORED, "invalid run: " + "; ".join(problems[:3]),
-                              metrics, problems=problems, details=details)
-        if watch is not None and (busy := watch.refuses):  # measured, but not the hardware alone
-            return self._done(base, t0, cctx, Status.ERRORED, f"contended during the measurement: {busy}",
-                              metrics, details=details)
         try:
             judged = judge((*pc.rules, *pc.own_rules), metrics, findings)
         except Exception as e:  # a bug in judging must not lose the other checks' results either
             return self._done(base, t0, cctx, Status.ERRORED, _internal(pc.id, e), metrics, details=details)
+        if problems:  # the run was not whole: a fault the hardware showed still fails, else ERRORED
+            problems = [*cut_outputs(cctx), *problems]  # said first: what was cut may be why
+            bad = [e for e in judged.evaluations if e.outcome is Outcome.FAIL]
+            why = "invalid run: " + "; ".join(problems[:3])
+            if bad:
+                first = bad[0].message or bad[0].metric
+                more = f" (+{len(bad) - 1} more)" if len(bad) > 1 else ""
+                return self._done(base, t0, cctx, Status.FAILED, f"{first}{more}; also {why}", metrics,
+                                  problems=[*problems, *judged.problems], evaluations=judged.evaluations,
+                                  details=details)
+            return self._done(base, t0, cctx, Status.ERRORED, why, metrics, problems=problems,
+                              details=details)
+        if watch is not None and (busy := watch.refuses):  # measured, but not the hardware alone
+            return self._done(base, t0, cctx, Status.ERRORED, f"contended during the measurement: {busy}",
+                              metrics, details=details)
         if judged.problems:
             return self._done(base, t0, cctx, Status.ERRORED, "not judged: " + "; ".join(judged.problems[:3]),
                               metrics, problems=list(judged.problems), evaluations=judged.evaluations,

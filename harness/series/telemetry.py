@@ -287,12 +287,14 @@ def link_under_load(series: Series, gpu: int) -> tuple[int, int, int, int, int] 
     return gen, gmax, width, wmax, len(busy)  # type: ignore[return-value]
 
 
-def findings(series: Series) -> tuple[Finding, ...]:
-    """Telemetry's own verdicts: lost GPUs, and PCIe links below their maximum while busy."""
+def findings(series: Series, names: Mapping[int, str] | None = None) -> tuple[Finding, ...]:
+    """Telemetry's own verdicts: lost GPUs (named as in `names`, 'GPU 3 (00000000:4B:00.0)'), and
+    PCIe links below their maximum while busy."""
     out: list[Finding] = []
     for g, (t, why) in sorted(series.lost.items()):
+        who = (names or {}).get(g, f"GPU {g}")
         out.append(Finding(metric="gpu.lost", labels={"gpu": g}, outcome=Outcome.FAIL, measured=1.0,
-                           high=0.0, message=f"GPU {g} stopped answering NVML {t:.1f} s into the check: "
+                           high=0.0, message=f"{who} stopped answering NVML {t:.1f} s into the check: "
                            f"{why}", source=SOURCE))
     good: list[tuple[int, int, int]] = []
     for g in sorted(series.gpus):

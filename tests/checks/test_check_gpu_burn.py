@@ -16,9 +16,18 @@ from judging import run_judged
 from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
-from harness.checks.gpu_burn import KIND, GpuBurnParams, build_argv, resolved, safe_kernel
-from harness.errors import ToolError, ToolMissing
-from harness.model import Outcome
+from harness.checks.gpu_burn import (
+    KIND,
+    GpuBurnParams,
+    _burn_verdicts,
+    _cut_off,
+    build_argv,
+    resolved,
+    safe_kernel,
+)
+from harness.errors import ToolError, ToolMissing, ToolTimeout
+from harness.model import Outcome, ToolRun
+from harness.parsers import burnlog
 
 DATA = Path(__file__).parents[1] / "data"
 
@@ -316,3 +325,48 @@ def test_an_engine_whose_cuda_order_differs_from_nvml_is_an_invalid_run():
     assert cuda_order_problems(["0000:18:00.0", "0000:2a:00.0"], gpus) == []
     (p,) = cuda_order_problems(["0000:2a:00.0", "0000:18:00.0", None], gpus)[:1]
     assert p.startswith("CUDA device 0 is the GPU at 0000:2a:00.0, but NVML's GPU 0 is at 00000000:18:00.0")
+
+
+def test_a_hung_gpu_and_a_faulty_sibling_both_fail_by_name_in_an_incomplete_run():
+    """The issue's case: GPU 2 with 3 computation errors plus GPU 3 hung. Before: the parse was
+    invalid, so no finding at all and the node ended ERRORED (exit 3, never drained)."""
+    def result(gpu: int, errors: int = 0) -> str:
+        return (f'{{"event": "result", "gpu": {gpu}, "iterations": 100, "verified": 10, "errors": {errors}, '
+                f'"tflops": 700.0, "digest": "aa", "name": "NVIDIA H200"}}\n')
+
+    text = ('{"event": "start", "backend": "torch", "dtype": "bf16", "devices": [0, 1, 2, 3]}\n'
+            + result(0) + result(1) + result(2, errors=3)
+            + '{"event": "error", "gpu": 3, "message": "hung: no result 630 s after it began burning; '
+              'its process was killed (the other GPUs\' results are kept)"}\n{"event": "done"}\n')
+    parsed = burnlog.parse(text)
+    assert not parsed.valid
+    found = _burn_verdicts(parsed, "builtin", parsed.details["faults"],
+                           {3: "GPU 3 (00000000:4B:00.0)", 2: "GPU 2 (00000000:3A:00.0)"})
+    assert [(f.labels["gpu"], f.outcome, f.message) for f in found] == [
+        (2, Outcome.FAIL, "GPU 2 (00000000:3A:00.0): products differ from the first (3 computation errors)"),
+        (3, Outcome.FAIL, "GPU 3 (00000000:4B:00.0): did not finish the burn: hung: no result 630 s after it "
+                          "began burning; its process was killed (the other GPUs' results are kept)")]
+
+
+def test_every_gpu_burn_process_dying_names_no_gpu(tmp_path: Path):
+    """All processes died at start ("No clients are alive!"): gpu_burn or the environment failed, not
+    one GPU; nothing is named and the check stays ERRORED (real T4 output)."""
+    out = burn(tmp_path, "gpu_burn_t4_init_error_DIED_no_clients_alive.txt", 1, rc=1)
+    assert out.problems and out.findings == () and out.details.get("dead") is None
+
+
+def test_the_builtin_burns_outer_timeout_keeps_the_results_and_names_the_silent_gpus(tmp_path: Path):
+    """Before: a ToolTimeout threw away every GPU's results and named no GPU (ERRORED)."""
+    c = ctx(tmp_path, 3)
+    raw = tmp_path / "raw" / "burn"
+    raw.mkdir(parents=True)
+    (raw / "01-builtin.stdout").write_text(
+        '{"event": "start", "backend": "torch", "dtype": "bf16", "devices": [0, 1, 2]}\n'
+        '{"event": "result", "gpu": 0, "iterations": 100, "verified": 10, "errors": 0, "tflops": 700.0}\n'
+        '{"event": "error", "gpu": 2, "message": "RuntimeError: CUDA error: an illegal memory access"}\n')
+    c.tool_runs.append(ToolRun(("python",), None, 870.0, "raw/burn/01-builtin.stdout", "raw/burn/x", True))
+    parsed = _cut_off(c, ToolTimeout("python -m harness.engines.burn: timed out after 870 s"))
+    assert parsed.details["dead"] == {
+        "1": "hung: no result when the burn's outer bound of 870 s ran out; the engine was killed",
+        "2": "RuntimeError: CUDA error: an illegal memory access"}
+    assert [m.value for m in parsed.metrics if m.name == "gpu_burn.ok"] == [1.0, 0.0, 0.0]

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
 from harness.checks.nccl import KIND, NcclParams, build_argv, effective_env, layout
+from harness.compare import judge
 from harness.errors import ToolError, ToolMissing
 
 DATA = Path(__file__).parents[1] / "data" / "nccl-tests"
@@ -149,12 +150,18 @@ def test_each_op_runs_its_own_binary_through_the_launcher(tmp_path):
     assert [Path(t.argv[0]).name for t in ctx.tool_runs] == ["fake-mpirun", "fake-mpirun"]
 
 
-def test_wrong_results_make_the_run_invalid(tmp_path):
+def test_wrong_results_fail_the_check_naming_the_size(tmp_path):
     bins = tmp_path / "bin"
     fake(bins, "all_reduce_perf", DATA / "all_reduce_rtx3090_2node_2rank_wrong_FAILED.txt")
     out = KIND.run(params(bin_dir=str(bins)), ctx_for(tmp_path))
     assert out.problems == ("all_reduce: #wrong > 0 in 54 results (first: 8 B out-of-place: 4)",
                             "all_reduce: Out of bounds values : 108 FAILED")
+    # ... and a failure of the hardware, not an error of the harness: the runner judges it FAILED
+    (bad,) = out.findings
+    assert bad.outcome.value == "fail" and bad.labels["size"] == 8 and bad.measured == 4
+    assert bad.message == ("all_reduce: wrong results in 54 of the table's rows (first: 8 B out-of-place, "
+                           "4 wrong elements): data corrupted between the GPUs")
+    assert judge((), out.metrics, out.findings).status.value == "failed"
 
 
 def test_a_failed_run_without_rows_is_a_tool_error(tmp_path):

@@ -349,3 +349,35 @@ def test_a_bmc_that_stops_answering_is_an_environment_error_not_a_verdict(tmp_pa
     out = ph.run(quick, ctx(tmp_path / "b", hardware=hw))
     assert len(out.problems) == 1 and out.problems[0].startswith("the BMC answered ")
     assert out.problems[0].endswith(" readings during the load")
+
+
+class _BurnOutput:
+    """What the load group keeps of the burn: its stdout and exit status (the real engine's lines)."""
+
+    def __init__(self, text: str, rc: int) -> None:
+        self.text, self.rc = text, rc
+
+    def stdout(self) -> str:
+        return self.text
+
+    def tail(self, n: int = 2000) -> str:
+        return self.text[-n:]
+
+
+def test_a_gpu_that_hangs_under_the_full_system_load_fails_by_name(tmp_path: Path):
+    """Before: the hung GPU was only a problem of the burn (an invalid run, ERRORED); now it is a
+    failure of that GPU, the other GPUs' results kept."""
+    burn = ('{"event": "start", "backend": "torch", "dtype": "bf16", "devices": [0, 1]}\n'
+            '{"event": "result", "gpu": 0, "iterations": 100, "verified": 10, "errors": 0, "tflops": 700.0}\n'
+            '{"event": "error", "gpu": 1, "message": "hung: no result 330 s after it began burning; its '
+            'process was killed (the other GPUs\' results are kept)"}\n{"event": "done"}\n')
+    group = type("G", (), {"outcomes": {ph.BURN_NAME: _BurnOutput(burn, 1)}})()
+    ctx = CheckContext("power", tmp_path, 600, False, False,
+                       {"gpus": [{"pci_bus_id": "00000000:18:00.0"}, {"pci_bus_id": "00000000:2A:00.0"}]},
+                       logging.getLogger("t"))
+    metrics, problems, dead = ph._load_problems(ph.PowerHeadroomParams(), ctx, group)
+    assert problems and [m.value for m in metrics if m.name == "gpu_burn.ok"] == [1.0, 0.0]
+    (f,) = dead
+    assert f.outcome.value == "fail" and f.labels == {"gpu": 1}
+    assert f.message.startswith("GPU 1 (00000000:2A:00.0): did not finish the burn under the "
+                                "full-system load: hung: no result 330 s")

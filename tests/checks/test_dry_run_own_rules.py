@@ -17,6 +17,7 @@ from clihelp import harness, results, run_dirs, write
 from ibsysfs import h100_tree
 
 from harness import siblings
+from harness.checks import afterload
 from harness.checks.registry import kinds
 from harness.compare import Rule, describe_rule
 from harness.platform import facts
@@ -91,7 +92,9 @@ def test_dry_run_lists_every_rule_a_kind_adds_from_its_params(tmp_path):
         "verdict: DCGM's own internal errors and deployment warnings about the setup (persistence mode, a "
         "service or library) are errors of the environment, not the GPU's",
         "verdict: a GPU that stops answering NVML during the check fails (telemetry)",
-        "verdict: a busy GPU's PCIe link below its maximum generation or width fails (telemetry)"]
+        "verdict: a busy GPU's PCIe link below its maximum generation or width fails (telemetry)",
+        *(f"verdict: {v}" for v in afterload.verdicts())]  # a load: health read before and after it
+    assert afterload.verdicts()[0].startswith("on a node with GPUs, health is read before and after")
     assert any(ln.startswith("verdict: FAULTY (computation errors) fails its GPU") for ln in b["burn"])
     assert [ln.split(" by ")[0] for ln in b["copies"] if ln.startswith("expect ")] == [
         "expect gpu.h2d_bw{}", "expect gpu.d2h_bw{}", "expect gpu.p2p_bw{}"]  # no d2d_bw from nvbandwidth

@@ -110,8 +110,8 @@ def test_unsupported_dtype_on_a_device_is_reported_and_invalid():
     assert p.returncode == 1
     r = burnlog.parse(p.stdout)
     assert not r.valid
-    assert r.problems == ("GPU 0: ValueError: dtype bf16 needs a GPU backend (numpy does fp32 and fp64)",
-                          "GPU 0: no result")
+    assert r.problems == ("GPU 0: ValueError: dtype bf16 needs a GPU backend (numpy does fp32 and fp64)",)
+    assert r.details["dead"] == {}  # no GPU finished: the engine or the environment failed, none named
 
 
 @pytest.mark.skipif(any(importlib.util.find_spec(m) for m in ("torch", "cupy")),
@@ -138,7 +138,7 @@ def test_parser_edges():
 def test_kind_with_the_builtin_engine_on_numpy(tmp_path: Path):
     params = GpuBurnParams(engine="builtin", backend="numpy", dtype="fp32", duration=1, size=32)
     assert build_argv(params)[1:] == ["-m", "harness.engines.burn", "--seconds", "1", "--dtype", "fp32",
-                                      "--backend", "numpy", "--size", "32"]
+                                      "--backend", "numpy", "--grace", "30", "--size", "32"]
     ctx = CheckContext("b", tmp_path, 60, False, False, {"gpus": [{"index": 0}]}, logging.getLogger("t"))
     out = run_judged(KIND, params, ctx)
     assert out.problems == ()
@@ -164,17 +164,60 @@ def test_a_hung_device_is_killed_and_the_other_devices_results_are_kept():
             "--backend", "numpy", "--size", "32", "--device", "0"]
     hang = [sys.executable, "-c", "import time; time.sleep(60)"]
     t0 = time.monotonic()
-    run_children({0: real, 1: hang}, wait_s=4.0, out=got.append)
-    assert time.monotonic() - t0 < 15
+    run_children({0: real, 1: hang}, burn_s=4.0, setup_s=6.0, out=got.append)
+    assert time.monotonic() - t0 < 20
     by_gpu = {e["gpu"]: e for e in got}
     assert by_gpu[0]["event"] == "result" and by_gpu[0]["verified"] >= 1
-    assert by_gpu[1]["event"] == "error" and by_gpu[1]["message"].startswith("hung: no result 4 s")
+    assert by_gpu[1]["event"] == "error" and by_gpu[1]["message"].startswith("hung: not ready 6 s after")
+
+
+READY_LATE = ("import json, time; time.sleep({wait}); print(json.dumps({{'event': 'ready'}}), flush=True); "
+              "time.sleep({burn}); print(json.dumps({{'event': 'result', 'iterations': 1}}), flush=True)")
+
+
+def test_the_grace_counts_from_each_childs_own_readiness_not_from_the_spawn():
+    """A slow start (torch import, a CUDA context, a 110 GB fill on 8 cold GPUs) is not a hang: the
+    child is ready after 2.5 s and reports 1 s later, within its burn_s of 2 s from its ready line
+    (4 s after the spawn, which the old bound from the spawn called hung)."""
+    got: list[dict] = []
+    slow = [sys.executable, "-c", READY_LATE.format(wait=2.5, burn=1.0)]
+    stuck = [sys.executable, "-c", READY_LATE.format(wait=0.2, burn=60)]
+    run_children({0: slow, 1: stuck}, burn_s=2.0, setup_s=30.0, out=got.append)
+    by_gpu = {e["gpu"]: e for e in got}
+    assert by_gpu[0]["event"] == "result"
+    assert by_gpu[1]["message"].startswith("hung: no result 2 s after it began burning")
+
+
+def test_a_child_that_cannot_be_killed_is_named_and_left_behind_within_a_bound():
+    """A process on a hung GPU sits in uninterruptible sleep: SIGKILL does not take. Here the kill is
+    made a no-op; the engine names the GPU at once, waits kill_wait_s, and ends."""
+    got: list[dict] = []
+    left: list[subprocess.Popen] = []
+    hang = [sys.executable, "-c", "import time; time.sleep(60)"]
+    real = [sys.executable, "-m", "harness.engines.burn", "--seconds", "0.2", "--dtype", "fp64",
+            "--backend", "numpy", "--size", "32", "--device", "0"]
+    t0 = time.monotonic()
+    try:
+        run_children({0: real, 3: hang}, burn_s=30.0, setup_s=3.0, out=got.append, kill_wait_s=0.5,
+                     kill=left.append)
+        took = time.monotonic() - t0
+    finally:
+        for p in left:
+            p.kill()
+            p.wait(timeout=10)
+    assert took < 20  # bounded: before, p.wait() after the kill waited for ever
+    assert [p.args for p in left] == [hang]
+    by_gpu = {e["gpu"]: [x for x in got if x["gpu"] == e["gpu"]] for e in got}
+    assert by_gpu[0][0]["event"] == "result"
+    err, note = by_gpu[3]
+    assert err["event"] == "error" and err["message"].startswith("hung: not ready 3 s")
+    assert note["event"] == "note" and "did not die within 0.5 s of SIGKILL" in note["message"]
 
 
 def test_a_child_that_dies_without_a_result_is_named():
     got: list[dict] = []
     die = [sys.executable, "-c", "import sys; sys.exit('CUDA error: device lost')"]
-    run_children({5: die}, 10.0, got.append)
+    run_children({5: die}, 10.0, got.append, setup_s=10.0)
     assert got == [{"event": "error", "gpu": 5,
                     "message": "exit 1 without a result: CUDA error: device lost"}]
 

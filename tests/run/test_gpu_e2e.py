@@ -91,7 +91,8 @@ def test_a_gpu_lost_mid_burn_and_a_link_trained_down(tmp_path: Path, monkeypatch
     fails = {(e.metric, e.labels.get("gpu")): e.message for e in burn.evaluations
              if e.outcome.value == "fail"}
     assert fails[("gpu.pcie_gen", 0)].startswith("PCIe link trained down: Gen4 x8 of Gen5 x16 while busy")
-    assert fails[("gpu.lost", 1)].startswith("GPU 1 stopped answering NVML")
+    # named with its PCI address, as the operator must find it
+    assert fails[("gpu.lost", 1)].startswith("GPU 1 (00000000:28:00.0) stopped answering NVML")
 
 
 def test_no_gpu_node_skips_with_the_reason(tmp_path: Path, monkeypatch):
@@ -125,3 +126,31 @@ def test_the_profile_marks_the_hot_gpu_against_its_siblings(tmp_path: Path, monk
                            "allowed 10 C") and bad.source == "hot-sibling"
     html = (run_dir / "report.html").read_text()
     assert "11.5 C above the median 73.5 C" in html
+
+
+def test_a_burn_tool_that_fails_while_a_gpu_falls_off_the_bus_fails_that_gpu(tmp_path: Path, monkeypatch):
+    """gpu_burn aborts (exit 1, no result) while NVML loses GPU 1: before, the ToolError made the check
+    ERRORED (exit 3, never drained) and the telemetry's finding was dropped with it."""
+    install(monkeypatch, [FakeGpu(), FakeGpu(lost_after=4)])
+    exe = tmp_path / "gpu_burn"
+    exe.write_text("#!/bin/sh\nsleep 1.5\n"
+                   "echo \"Couldn't init a GPU test: an illegal memory access\"\nexit 1\n")
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    (tmp_path / "s.yaml").write_text(f"""\
+name: e2e
+checks:
+  - id: gpu-burn
+    kind: gpu_burn
+    params: {{binary: "{exe}", duration: 5, telemetry_period: 0.1}}
+    settle: {{enabled: false}}
+""")
+    (tmp_path / "p.yaml").write_text(PROFILE)
+    out = tmp_path / "reports"
+    code = app.run(suite=str(tmp_path / "s.yaml"), profile=str(tmp_path / "p.yaml"), output=out)
+    (run_dir,) = [p for p in out.iterdir() if (p / "results.json").is_file()]
+    burn = RunRecord.from_dict(json.loads((run_dir / "results.json").read_text())).checks[0]
+    assert code == 1 and burn.status.value == "failed", burn.message
+    (lost,) = [e for e in burn.evaluations if e.outcome.value == "fail"]
+    assert lost.metric == "gpu.lost" and lost.labels == {"gpu": 1}
+    assert lost.message.startswith("GPU 1 (00000000:28:00.0) stopped answering NVML")
+    assert burn.problems[0].startswith("gpu-burn: exit 1: gpu_burn: Couldn't init a GPU test")

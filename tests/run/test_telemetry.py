@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import statistics
+import threading
 import time
 from itertools import pairwise
 from pathlib import Path
@@ -75,6 +76,19 @@ def test_sampler_stops_cleanly_when_nvml_breaks():
     time.sleep(0.1)
     out = s.stop()
     assert out.t == () and s.error == "RuntimeError: driver unloaded"
+
+
+def test_stopping_a_sampler_whose_reading_never_returns_is_bounded(monkeypatch):
+    """Before: stop() joined the thread with no timeout, so a read stuck in a hung driver hung the run."""
+    monkeypatch.setattr(nvml, "CALL_TIMEOUT_S", 0.2)
+    never = threading.Event()
+    s = Sampler(lambda: never.wait() and (), period_s=0.05).start()
+    time.sleep(0.1)
+    t0 = time.monotonic()
+    series = s.stop()
+    assert time.monotonic() - t0 < 2.0
+    assert s.error == "a telemetry reading did not return within 0.4 s" and series.t == ()
+    never.set()
 
 
 def test_series_round_trip_and_numbered_files(tmp_path: Path):

@@ -5,12 +5,18 @@ as the real binding does: 3 (Not Supported) for a field a GPU lacks, 15 (GPU is 
 GPU has "fallen off the bus", or any code set as a GPU's `fault` (16 Reset Required, 999
 Unknown); `open_error` makes nvmlDeviceGetHandleByIndex fail for that GPU. Each GPU counts its
 telemetry reads (temperature reads), so a throttle pattern or a loss can be tied to the sample number.
+
+Fault scenarios unfold over those reads: `lost_after` (falls off the bus), `hang_after` (every call
+on that GPU blocks, as NVML on a hung driver does, until `release()`), and counters given as a
+function of the read number (ECC, PCIe replays, NVLink error counters, the recovery action, the
+clock-event reasons for HW slowdown bursts or a power-brake assertion).
 """
 
 from __future__ import annotations
 
 import ctypes
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable
@@ -26,6 +32,15 @@ FI_MEMORY_TEMP, FI_POWER_INSTANT = 82, 186
 POWER_CAP = 0x4
 HW_SLOWDOWN = 0x8
 IDLE = 0x1
+HW_POWER_BRAKE = 0x80
+FI_RECOVERY_ACTION = 230  # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION
+NVLINK_REPLAY, NVLINK_RECOVERY, NVLINK_CRC_FLIT, NVLINK_CRC_DATA = 0, 1, 2, 3  # NVML_NVLINK_ERROR_DL_*
+_RELEASE = threading.Event()  # set by release(): hung calls return (a test's cleanup)
+
+
+def release() -> None:
+    """Let every call blocked on a hung GPU return (raising GPU_IS_LOST), for a test's cleanup."""
+    _RELEASE.set()
 
 
 class NVMLError(Exception):
@@ -51,8 +66,8 @@ class FakeGpu:
     util: float | Callable[[int], float] = 100.0
     reasons: int | Callable[[int], int] = 0
     pcie: tuple[int, int, int, int] = (5, 5, 16, 16)  # gen, gen max, width, width max
-    replays: int = 0
-    ecc: dict[tuple[int, int], int] = field(default_factory=dict)  # (type, counter) -> count
+    replays: int | Callable[[int], int] = 0
+    ecc: dict[tuple[int, int], int | Callable[[int], int]] = field(default_factory=dict)  # (type, counter)
     ecc_mode: bool | None = True
     persistence: bool = True
     retired: tuple[int, int] = (0, 0)  # sbe, dbe
@@ -62,6 +77,9 @@ class FakeGpu:
     nvlinks_down: int = 0
     fabric: tuple[int, int, int] | None = None  # (state, status, health mask); None: no fabric
     lost_after: int | None = None  # reads after which the GPU is gone
+    hang_after: int | None = None  # reads after which every call on it blocks (-1: from the start)
+    nvlink_errors: dict[int, int | Callable[[int], int]] = field(default_factory=dict)  # counter -> on link 0
+    recovery_action: int | Callable[[int], int] | None = None  # None: the field is not supported
     fault: int | None = None  # every read raises NVMLError(fault), e.g. RESET_REQUIRED
     open_error: int | None = None  # nvmlDeviceGetHandleByIndex raises NVMLError(open_error)
     power_limit_w: float | None = 700.0  # enforced
@@ -80,7 +98,7 @@ class FakeGpu:
 
 
 def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550.90.12",
-           temperature_v: bool = False) -> types.ModuleType:
+           temperature_v: bool = False, hang_init: bool = False) -> types.ModuleType:
     """A fake `pynvml` module over these GPUs (handles are GPU indices). `temperature_v`: the binding
     has nvmlDeviceGetTemperatureV and no longer nvmlDeviceGetTemperature (nvidia-ml-py 13+)."""
     m = types.ModuleType("pynvml")
@@ -92,12 +110,17 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
                   NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR=1, NVML_FEATURE_ENABLED=1,
                   NVML_NVLINK_MAX_LINKS=18, NVML_TEMPERATURE_THRESHOLD_SHUTDOWN=0,
                   NVML_TEMPERATURE_THRESHOLD_SLOWDOWN=1, NVML_TEMPERATURE_THRESHOLD_MEM_MAX=2,
-                  NVML_PCIE_UTIL_TX_BYTES=0, NVML_PCIE_UTIL_RX_BYTES=1)
+                  NVML_PCIE_UTIL_TX_BYTES=0, NVML_PCIE_UTIL_RX_BYTES=1,
+                  NVML_NVLINK_ERROR_DL_REPLAY=0, NVML_NVLINK_ERROR_DL_RECOVERY=1,
+                  NVML_NVLINK_ERROR_DL_CRC_FLIT=2, NVML_NVLINK_ERROR_DL_CRC_DATA=3)
     for k, v in consts.items():
         setattr(m, k, v)
 
     def gpu(h: int) -> FakeGpu:
         g = gpus[h]
+        if g.hang_after is not None and g.reads > g.hang_after:
+            _RELEASE.wait()  # a hung driver: the call does not come back
+            raise NVMLError(GPU_IS_LOST)
         if g.lost_after is not None and g.reads > g.lost_after:
             raise NVMLError(GPU_IS_LOST)
         if g.fault is not None:
@@ -110,6 +133,8 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
         return i
 
     def init() -> None:
+        if hang_init:  # the driver does not answer at all
+            _RELEASE.wait()
         if fail_init:
             raise NVMLError(999)
 
@@ -123,8 +148,9 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
         out = []
         for fid in ids:
             instant = None if g.power_instant_w is None else g.at(g.power_instant_w) * 1000
-            v = {FI_MEMORY_TEMP: g.mem_temp, FI_POWER_INSTANT: instant}.get(fid)
-            out.append(types.SimpleNamespace(nvmlReturn=NOT_SUPPORTED if v is None else 0,
+            action = None if g.recovery_action is None else g.at(g.recovery_action)
+            v = {FI_MEMORY_TEMP: g.mem_temp, FI_POWER_INSTANT: instant, FI_RECOVERY_ACTION: action}.get(fid)
+            out.append(types.SimpleNamespace(nvmlReturn=NOT_SUPPORTED if v is None else 0, fieldId=fid,
                                              value=types.SimpleNamespace(uiVal=int(v or 0))))
         return out
 
@@ -142,13 +168,19 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
         g = gpu(h)
         if g.ecc_mode is None:
             raise NVMLError(NOT_SUPPORTED)
-        return g.ecc.get((kind, counter), 0)
+        return int(g.at(g.ecc.get((kind, counter), 0)))
 
     def nvlink_state(h: int, link: int) -> int:
         g = gpu(h)
         if link >= g.nvlinks:
             raise NVMLError(NOT_SUPPORTED)
         return 0 if link < g.nvlinks_down else 1
+
+    def nvlink_error(h: int, link: int, counter: int) -> int:
+        g = gpu(h)
+        if link >= g.nvlinks:
+            raise NVMLError(NOT_SUPPORTED)
+        return int(g.at(g.nvlink_errors.get(counter, 0))) if link == 0 else 0
 
     class FabricInfoV(ctypes.Structure):  # the binding's c_nvmlGpuFabricInfo_v2_t fields we read
         _fields_ = [("version", ctypes.c_uint), ("status", ctypes.c_uint), ("state", ctypes.c_uint),
@@ -215,7 +247,8 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
         "nvmlDeviceGetMaxPcieLinkGeneration": lambda h: gpu(h).pcie[1],
         "nvmlDeviceGetCurrPcieLinkWidth": lambda h: gpu(h).pcie[2],
         "nvmlDeviceGetMaxPcieLinkWidth": lambda h: gpu(h).pcie[3],
-        "nvmlDeviceGetPcieReplayCounter": lambda h: gpu(h).replays,
+        "nvmlDeviceGetPcieReplayCounter": lambda h: int(gpu(h).at(gpu(h).replays)),
+        "nvmlDeviceGetNvLinkErrorCounter": nvlink_error,
         "nvmlDeviceGetTotalEccErrors": ecc_errors, "nvmlDeviceGetEccMode": ecc_mode,
         "nvmlDeviceGetPersistenceMode": lambda h: int(gpu(h).persistence),
         "nvmlDeviceGetRetiredPages": retired,
