@@ -35,7 +35,7 @@ from harness.checks.base import CheckContext
 from harness.compare import finite_metrics, judge
 from harness.errors import GuardRefusal, HarnessError, SkipCheck, StorageError, ToolError
 from harness.fsutil import why_not
-from harness.model import EXIT_CODES, CheckResult, Evaluation, Finding, Metric, RunRecord, Status
+from harness.model import EXIT_CODES, CheckResult, Evaluation, Finding, LeftOut, Metric, RunRecord, Status
 from harness.platform import proc
 from harness.platform.ledger import Ledger
 from harness.report.fmt import fmt_status
@@ -94,6 +94,7 @@ class RunContext:
     hardware: Mapping[str, Any] = field(default_factory=dict)  # the profile's hardware block
     config: tuple[tuple[Any, str], ...] = ()  # the profile's config: rules, with its name
     history: History | None = None  # annotates the record before the final write, records it after
+    left_out: tuple[LeftOut, ...] = ()  # the suite's checks an option left out (RunRecord.left_out)
 
 
 class Runner:
@@ -308,6 +309,7 @@ class Runner:
             finished=iso(now) if final else "", duration_s=(now - self.started).total_seconds(),
             inventory=self.ctx.inventory, checks=tuple(checks), harness_version=__version__,
             argv=self.ctx.argv, interrupted=self.signum is not None and lost, resumed=self.ctx.resumed,
+            left_out=self.ctx.left_out,
         )
 
     def _persist(self) -> None:

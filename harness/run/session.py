@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError, ConfigProblem, UsageError, printable
-from harness.model import RunRecord, join_labels
+from harness.model import LeftOut, RunRecord, join_labels
 from harness.report.fmt import fmt_status
 
 DEFAULT_KEEP = 20  # quiet runs kept in an output directory (--keep)
@@ -76,6 +76,7 @@ class _Prepared:
     previous: Mapping[str, CheckResult] = field(default_factory=dict)
     started: datetime | None = None
     resumed: tuple[str, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()  # the suite's checks --only/--skip left out
 
 
 InventoryProbe = Callable[[], Mapping[str, Any]]
@@ -155,8 +156,9 @@ def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepa
         prof = next((c for c in candidates if c.profile.name == name), None) or config.load_profile(name)
     planned = plan.build(loaded, prof, opts.only, opts.skip)
     assert len(planned) == len(checks)
+    left = plan.left_out(loaded, prof, plan.selectors(opts.only, opts.skip))
     if opts.dry_run:
-        print(plan.render_dry_run(loaded, prof, reason, planned, inventory, opts.allow_destructive))
+        print(plan.render_dry_run(loaded, prof, reason, planned, inventory, opts.allow_destructive, left))
         return None
     suite_info = {"name": loaded.suite.name, "path": str(loaded.path),
                   "description": loaded.suite.description, "digest": digest(loaded.suite),
@@ -169,7 +171,7 @@ def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepa
                     "chain": list(prof.chain), "digest": digest(prof.profile),
                     "file": str(prof.path.resolve())}
     return _Prepared(tuple(planned), loaded, prof, suite_info, profile_info, inventory,
-                     output=opts.output, argv=opts.argv)
+                     output=opts.output, argv=opts.argv, left_out=left)
 
 
 def declared_directions(planned: Sequence[PlannedCheck]) -> dict[str, dict[str, str]]:
@@ -201,7 +203,8 @@ def _resume(run_dir: Path, inventory_probe: InventoryProbe | None) -> _Prepared:
     started = datetime.fromisoformat(r.record.started.replace("Z", "+00:00"))
     return _Prepared(tuple(planned), r.suite, r.profile, dict(r.record.suite), dict(r.record.profile),
                      inventory, output=run_dir.parent, argv=r.record.argv, run_dir=run_dir,
-                     previous=r.finished, started=started, resumed=(*r.record.resumed, iso(utcnow())))
+                     previous=r.finished, started=started, resumed=(*r.record.resumed, iso(utcnow())),
+                     left_out=r.record.left_out)
 
 
 def _launch(p: _Prepared, opts: RunOptions) -> Finished:
@@ -238,6 +241,7 @@ def _launch(p: _Prepared, opts: RunOptions) -> Finished:
             allow_destructive=opts.allow_destructive, argv=p.argv,
             progress=progress.choose(),
             previous=p.previous, started=p.started, resumed=p.resumed, notes=tuple(notes),
+            left_out=p.left_out,
             hardware=prof.profile.hardware.model_dump(),
             config=tuple((r, prof.profile.name) for r in prof.profile.config),
             history=hist.RunHistory(hist.store_path(output, opts.history),
@@ -265,6 +269,7 @@ def summary(record: RunRecord, run_dir: Path) -> list[str]:
              f"{c['failed']} failed, {c['errored']} errored, {c['skipped']} skipped, {c['not_run']} not run"]
     if record.verdict == "UNTESTED":
         lines += [f"  UNTESTED {why}" for why in record.untested]
+    lines += [f"  {lo.text}" for lo in record.left_out if not lo.expected_by]
     for chk in record.checks:
         if chk.status.value in ("failed", "errored"):
             lines.append(f"  {fmt_status(chk.status.value)} {chk.id}: {chk.message}")
