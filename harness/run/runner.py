@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import os
+import secrets
 import signal
 import time
 import traceback
@@ -59,20 +60,21 @@ def iso(t: datetime) -> str:
 
 
 def make_run_dir(output: Path, hostname: str, now: datetime | None = None) -> Path:
-    """output/<hostname>-<UTC timestamp>, made unique when two runs start in one second."""
+    """output/<hostname>-<UTC timestamp>-<6 random hex digits>: its name is the run id, unique
+    beyond this output directory too (runs of one second on one host, or of two nodes that share a
+    hostname, with different --output and one history store), and mkdir's O_EXCL makes sure."""
     stamp = (now or utcnow()).strftime("%Y%m%dT%H%M%SZ")
     safe_host = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in hostname) or "host"
-    base = output / f"{safe_host}-{stamp}"
-    path, n = base, 1
-    while True:
+    for _ in range(100):  # bounded: 16.7 million names a second
+        path = output / f"{safe_host}-{stamp}-{secrets.token_hex(3)}"
         try:
             path.mkdir(parents=True)
             return path
         except FileExistsError:
-            n += 1
-            path = base.with_name(f"{base.name}-{n}")
+            continue
         except OSError as e:
             raise StorageError(f"{path}: cannot create run directory: {why_not(e)}") from e
+    raise StorageError(f"{output}: cannot create a run directory of a new name")
 
 
 @dataclass
