@@ -45,6 +45,7 @@ from harness.run import settle
 from harness.run.finish import History, finish, internal_error, with_error
 from harness.run.plan import PlannedCheck
 from harness.run.progress import PlainProgress, Progress
+from harness.series import telemetry as gpu_series
 
 log = logging.getLogger("harness")
 
@@ -110,6 +111,7 @@ class Runner:
         self.saved: set[str] = set()
         self.started = ctx.started or utcnow()
         self.gate = settle.Gate()
+        self.link_faults: dict[str, str] = {}  # gpu_series.once: GPU -> the check that reported its link
 
     # -- signals ------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -188,6 +190,7 @@ class Runner:
 
     def _keep(self, result: CheckResult) -> None:
         self.results[result.id] = result
+        self.link_faults = {**gpu_series.link_faults(result.evaluations, result.id), **self.link_faults}
         log.info("check %s kept from the earlier attempt: %s", result.id, result.status.value)
         self.ctx.progress.note(f"{result.id}: {fmt_status(result.status.value)} (kept from the earlier "
                                "attempt)")
@@ -246,6 +249,9 @@ class Runner:
             return self._done(base, t0, cctx, Status.ERRORED, _internal(pc.id, e), metrics, details=details)
         if self.signum is not None:
             return self._interrupted(base, t0, cctx, metrics)
+        findings, seen = gpu_series.once(findings, self.link_faults)
+        if seen:
+            details["reported_under_other_checks"] = seen
         if problems:
             return self._done(base, t0, cctx, Status.ERRORED, "invalid run: " + "; ".join(problems[:3]),
                               metrics, problems=problems, details=details)
@@ -257,6 +263,7 @@ class Runner:
             return self._done(base, t0, cctx, Status.ERRORED, "not judged: " + "; ".join(judged.problems[:3]),
                               metrics, problems=list(judged.problems), evaluations=judged.evaluations,
                               details=details)
+        self.link_faults = {**gpu_series.link_faults(judged.evaluations, pc.id), **self.link_faults}
         return self._done(base, t0, cctx, judged.status, summary, metrics,
                           evaluations=judged.evaluations, details=details)
 

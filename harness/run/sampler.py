@@ -143,5 +143,5 @@ def observe(kind: CheckKind, params: Any, ctx: CheckContext,
     if sampler.error:
         summary["error"] = sampler.error
     return replace(out, metrics=(*out.metrics, *metrics),
-                   findings=(*out.findings, *telemetry_metrics.findings(series)),
+                   findings=(*out.findings, *telemetry_metrics.findings(series, links=tp is not None)),
                    details={**out.details, "telemetry": summary})
