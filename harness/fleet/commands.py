@@ -41,7 +41,7 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
         wait: bool = True, drain_failed: bool = False, start_timeout_s: float = 1800.0,
         poll_s: float = 10.0, exports: Exports = Exports(),
         settings: OutlierSettings | None = None, stream: TextIO | None = None,
-        history: str | None = None) -> int:
+        history: str | None = None, drain_unfit: bool = False) -> int:
     """`harness fleet run`: validate, submit a job per node, then (unless --no-wait) follow and report.
     `history` is every node's store (an absolute path on a shared file system, or 'off'); by default
     each node records into its own."""
@@ -54,7 +54,8 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
     opts = dispatch.JobOptions(str(loaded.path.resolve()), prof, partition, account, time_limit,
                                history=history)
     manifest = dispatch.submit(fleet_dir, loaded.suite.name, names, opts,
-                               {"start_timeout_s": start_timeout_s, "drain_failed": drain_failed})
+                               {"start_timeout_s": start_timeout_s, "drain_failed": drain_failed,
+                                "drain_unfit": drain_unfit})
     ok = [n for n, j in manifest.jobs.items() if j.job_id]
     print(f"submitted {len(ok)} of {len(names)} job(s) for {dispatch.fold_nodes(names)} -> {fleet_dir}")
     for n, j in manifest.jobs.items():
@@ -69,7 +70,11 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
                       on_poll=prog.update, on_error=lambda m: prog.note(f"slurm query failed: {m}"))
     finally:
         prog.close()
-    return _report(fleet_dir, drain_failed, exports, settings, poll=False)
+    return _report(fleet_dir, _drain_what(drain_failed, drain_unfit), exports, settings, poll=False)
+
+
+def _drain_what(failed: bool, unfit: bool) -> str:
+    return "unfit" if unfit else "failed" if failed else ""
 
 
 def fleet_history(value: str | None) -> str | None:
@@ -143,13 +148,15 @@ def _export(fleet_dir: Path, rep: FleetReport, exports: Exports) -> None:
         print(f"pushed {len(rep.nodes)} node group(s) to {exports.pushgateway}")
 
 
-def _report(fleet_dir: Path, drain_failed: bool, exports: Exports, settings: OutlierSettings | None,
+def _report(fleet_dir: Path, drain_what: str, exports: Exports, settings: OutlierSettings | None,
             poll: bool) -> int:
+    """`drain_what`: '' drains nothing, 'failed' the rejected nodes, 'unfit' those and the errored
+    and untested ones (each drain reason says which)."""
     rep = analyse_dir(fleet_dir, poll, settings or OutlierSettings())
     paths = fleet_report.write(fleet_dir, rep)
     _print_summary(rep)
-    if drain_failed:
-        for a in drain.drain(fleet_dir, rep.to_drain):
+    if drain_what:
+        for a in drain.drain(fleet_dir, rep.unfit if drain_what == "unfit" else rep.to_drain):
             print(f"  drained {a.node}: {a.reason}" if a.done else f"  DRAIN FAILED {a.node}: {a.message}")
     _export(fleet_dir, rep, exports)
     print(f"report: {paths['html']}")
@@ -157,9 +164,9 @@ def _report(fleet_dir: Path, drain_failed: bool, exports: Exports, settings: Out
 
 
 def report(fleet_dir: Path, *, drain_failed: bool = False, exports: Exports = Exports(),
-           settings: OutlierSettings | None = None) -> int:
+           settings: OutlierSettings | None = None, drain_unfit: bool = False) -> int:
     """`harness fleet report`: poll once, then write fleet.html, fleet.json and junit.xml."""
-    return _report(fleet_dir, drain_failed, exports, settings, poll=True)
+    return _report(fleet_dir, _drain_what(drain_failed, drain_unfit), exports, settings, poll=True)
 
 
 def status(fleet_dir: Path) -> int:

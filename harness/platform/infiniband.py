@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.errors import HarnessError, SkipCheck
+from harness.platform import pci
 from harness.platform.sysfs import read_value
 
 SYSFS = Path("/sys/class/infiniband")
@@ -35,16 +36,20 @@ def devices(root: Optional[Path] = None) -> list[str]:
 
 
 def require_devices(hardware: Mapping[str, Any], root: Optional[Path] = None) -> list[str]:
-    """The RDMA devices; none is SkipCheck, or an error when the profile's hardware.hca_count
-    says the node has some (a node sold with HCAs must not pass with its RDMA checks skipped)."""
+    """The RDMA devices. None at all: SkipCheck when the profile expects none; when its
+    hardware.hca_count expects some, the one rule for every counted family (pci.absent_or_unbound):
+    adapters on the PCI bus without their driver are an error naming the driver, and adapters
+    absent from the bus are [] (the caller measures 0 for the profile to judge: the hardware's)."""
     found = devices(root)
     if found:
         return found
     where = root or SYSFS
     expected = hardware.get("hca_count")
     if expected:
-        raise HarnessError(f"profile expects {expected} RDMA devices (hardware.hca_count), found none "
-                           f"in {where}")
+        why = pci.absent_or_unbound("rdma", int(expected), 0, str(where))
+        if why:
+            raise HarnessError(why)
+        return []
     raise SkipCheck(f"no RDMA device: {where} is empty or missing (no InfiniBand/RoCE adapter or driver)")
 
 

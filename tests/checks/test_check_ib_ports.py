@@ -25,7 +25,7 @@ from harness.config.loader import load_profile
 from harness.errors import HarnessError, SkipCheck
 from harness.model import Outcome
 from harness.parsers import ibports
-from harness.platform import proc
+from harness.platform import pci, proc
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -242,15 +242,19 @@ def test_device_patterns_and_a_missing_device(tmp_path):
 
 
 @pytest.mark.parametrize("make", [False, True])
-def test_no_rdma_device_skips_or_errors_when_the_profile_expects_hcas(tmp_path, make):
+def test_no_rdma_device_skips_or_fails_when_the_profile_expects_hcas(tmp_path, make, monkeypatch):
     root = tmp_path / "infiniband"
     if make:
         root.mkdir()
     params = IbPortsParams.model_validate({"sysfs_root": str(root)})
     with pytest.raises(SkipCheck, match=f"no RDMA device: {root} is empty or missing"):
         run_judged(KIND, params, ctx_for(tmp_path))
-    with pytest.raises(HarnessError, match=r"expects 8 RDMA devices \(hardware.hca_count\), found none"):
-        run_judged(KIND, params, ctx_for(tmp_path, hardware={"hca_count": 8}))
+    bus = tmp_path / "pci"  # and none on the PCI bus: absent hardware (issue #25 item 5)
+    bus.mkdir()
+    monkeypatch.setattr(pci, "SYSFS", bus)
+    done = run_judged(KIND, params, ctx_for(tmp_path, hardware={"hca_count": 8}))
+    assert [(m.name, m.value) for m in done.metrics] == [("ib.hca_count", 0.0)]
+    assert done.summary.endswith("none on the PCI bus (absent hardware, not a driver)")
 
 
 def test_this_machine_has_no_rdma_device_and_skips():

@@ -50,7 +50,9 @@ def test_accepted_with_warned_and_skipped_checks_says_so():
 def test_a_node_whose_checks_all_skipped_is_untested_not_accepted():
     rec = replace(record("n1", 100.0), checks=(SKIP, replace(SKIP, id="md-raid", message="no md arrays")))
     o = judge("n1", JOB, seen("FAILED", 4), {"rc": 4}, rec)
-    assert o.status is NodeStatus.UNTESTED and o.drain_reason == ""  # nothing measured badly: no drain
+    assert o.status is NodeStatus.UNTESTED  # nothing measured badly: drained by --drain-unfit only
+    assert o.drain_reason == ("harness: UNTESTED no check judged anything (2 skipped); skipped: "
+                              "nvme-health (no NVMe devices), md-raid (no md arrays)")[:120].rstrip()
     assert o.reason == ("no check judged anything (2 skipped); skipped: nvme-health (no NVMe devices), "
                         "md-raid (no md arrays)")
 
