@@ -134,8 +134,8 @@ def _same_run(stored: Sequence[Any], record: RunRecord, ident: NodeIdentity, run
     hostname, shared them). Recording it replaces the row; another run is kept beside it."""
     started, identity, stored_dir = stored
     known = NodeIdentity.from_dict(json.loads(identity))
-    if started != record.started or (known.hostname, known.system_serial) != (ident.hostname,
-                                                                               ident.system_serial):
+    if started != record.started or (known.hostname, known.system_serial, known.machine_id) != (
+            ident.hostname, ident.system_serial, ident.machine_id):
         return False
     return stored_dir is None or run_dir is None or Path(stored_dir).resolve() == run_dir.resolve()
 

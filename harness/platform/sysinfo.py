@@ -60,7 +60,8 @@ def _collect(gpu_probe: Callable[[], dict[str, Any]], pci_root: Path | None, not
     unknown.update(disk_unknown)
     inv: dict[str, Any] = {
         "host": {"hostname": socket.gethostname(), "os": osr.get("PRETTY_NAME"),
-                 "kernel": platform.release(), "arch": platform.machine()},
+                 "kernel": platform.release(), "arch": platform.machine(),
+                 "machine_id": read_value("/etc/machine-id")},
         "system": {k: read_value(SYS / "class/dmi/id" / f) for k, f in
                    (("vendor", "sys_vendor"), ("product", "product_name"),
                     ("serial", "product_serial"), ("board_serial", "board_serial"),

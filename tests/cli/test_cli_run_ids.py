@@ -63,3 +63,30 @@ def test_history_import_keeps_another_run_with_a_taken_id_and_says_so(tmp_path: 
     assert "imported 2 run(s)" in imp.stdout
     again = harness("history", "import", str(dirs[0]), "--history", str(store))  # the same run: replaced
     assert again.returncode == 0 and "~" not in again.stdout, again.stdout
+
+
+def test_two_nodes_that_share_a_hostname_are_two_nodes_in_history(tmp_path: Path):
+    """Two installs named alike (no DMI serial, no GPU or NVMe serials: VMs) used to be filed under
+    one node; their /etc/machine-id tells them apart."""
+    suite, profile = write(tmp_path / "s.yaml", SUITE), write(tmp_path / "p.yaml", PROFILE)
+    dirs = []
+    for i, at in enumerate(("2026-12-01T22:34:51", "2026-12-01T22:34:52")):
+        r = subprocess.run([sys.executable, str(LAUNCH), at, "run", str(suite), "--profile", str(profile),
+                            "-o", str(tmp_path / f"o{i}"), "--history", "off"],
+                           cwd=ROOT, text=True, capture_output=True, timeout=180)
+        assert r.returncode == 0, r.stdout + r.stderr
+        (d,) = run_dirs(tmp_path / f"o{i}")
+        doc = results(d)
+        assert doc["inventory"]["host"].get("machine_id") or not Path("/etc/machine-id").exists()
+        doc["inventory"]["system"] = {}  # as a VM without a DMI serial
+        doc["inventory"]["block_devices"] = []
+        doc["inventory"]["host"]["machine_id"] = f"{i + 1:032x}"  # the other node, same hostname
+        (d / "results.json").write_text(json.dumps(doc))
+        dirs.append(d)
+    store = tmp_path / "h.sqlite"
+    imp = harness("history", "import", *map(str, dirs), "--history", str(store))
+    assert imp.returncode == 0, imp.stdout + imp.stderr
+    h = harness("history", "--history", str(store), "--json")
+    nodes = json.loads(h.stdout)
+    nodes = nodes if isinstance(nodes, list) else nodes["nodes"]
+    assert len(nodes) == 2, nodes
