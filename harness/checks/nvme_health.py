@@ -102,6 +102,11 @@ def run(params: NvmeHealthParams, ctx: CheckContext) -> CheckOutput:
                                summary=f"the profile expects {expected} NVMe controllers, found 0: none on "
                                "the PCI bus (absent hardware, not a driver)")
         raise SkipCheck("no NVMe devices")
+    expected = ctx.hardware.get("nvme_count")
+    if expected and not params.controllers and len(ctrls) < int(expected):  # the bus tells driver from absent
+        why = pci.absent_or_unbound("nvme", int(expected), len(ctrls), "/sys/class/nvme")
+        if why:
+            raise HarnessError(why)
     metrics = [Metric("nvme.count", float(len(ctrls)), COUNT)]
     problems: list[str] = []
     for i, ctrl in enumerate(ctrls):

@@ -36,20 +36,21 @@ def devices(root: Optional[Path] = None) -> list[str]:
 
 
 def require_devices(hardware: Mapping[str, Any], root: Optional[Path] = None) -> list[str]:
-    """The RDMA devices. None at all: SkipCheck when the profile expects none; when its
-    hardware.hca_count expects some, the one rule for every counted family (pci.absent_or_unbound):
-    adapters on the PCI bus without their driver are an error naming the driver, and adapters
-    absent from the bus are [] (the caller measures 0 for the profile to judge: the hardware's)."""
+    """The RDMA devices. None at all: SkipCheck when the profile expects none. Fewer than its
+    hardware.hca_count: the one rule for every counted family (pci.absent_or_unbound): adapters on
+    the PCI bus without their driver are an error naming the driver; adapters absent from the bus
+    are left to the profile's count rule (the caller measures what is there, [] included: the
+    hardware's verdict)."""
     found = devices(root)
-    if found:
-        return found
     where = root or SYSFS
     expected = hardware.get("hca_count")
-    if expected:
-        why = pci.absent_or_unbound("rdma", int(expected), 0, str(where))
+    if found and (not expected or len(found) >= int(expected)):
+        return found
+    if expected:  # fewer than expected: those on the bus without their driver are the environment's
+        why = pci.absent_or_unbound("rdma", int(expected), len(found), str(where))
         if why:
             raise HarnessError(why)
-        return []
+        return found  # the rest are absent from the bus: the profile's count rule fails them
     raise SkipCheck(f"no RDMA device: {where} is empty or missing (no InfiniBand/RoCE adapter or driver)")
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from ibsysfs import IB_NDR, counter, dump_counters, h100_tree, write_port, zero_counters
 from judging import run_judged
+from pcisysfs import CX7, bind, lines, write_tree
 from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
@@ -292,3 +293,24 @@ def test_plan():
     assert argvs[1:] == [("sleep", "30"), argvs[0], ("ibstat",)]
     assert argvs[0][1].startswith("/sys/class/infiniband/<device>/ports/<n>/")
     assert KIND.estimate_s is not None and KIND.estimate_s(IbPortsParams()) == 10.0
+
+
+def test_six_of_eight_hcas_with_two_unbound_on_the_bus_errors_naming_the_driver(tmp_path, monkeypatch):
+    """Issue #25 item 5: of 8 HCAs the profile expects, 6 in sysfs and 2 on the PCI bus without a
+    driver is the environment's (ERRORED); 6 and no more on the bus is the hardware's (REJECTED)."""
+    root = tmp_path / "infiniband"
+    for i in range(6):
+        write_port(root, f"mlx5_{i}", 1, "Active", "LinkUp", "400", "InfiniBand", zero_counters())
+    bus = write_tree(tmp_path / "pci", lines(CX7))
+    addrs = [ln.split()[0] for ln in lines(CX7)]
+    for a in addrs[:6]:
+        bind(bus, a, "mlx5_core")
+    monkeypatch.setattr(pci, "SYSFS", bus)
+    params = IbPortsParams.model_validate({"sysfs_root": str(root), "window_s": 0})
+    with pytest.raises(HarnessError, match=r"profile expects 8 RDMA adapters, found 6 in .*infiniband, but "
+                       r"the PCI bus has 8 \(.*\): 2 with no driver bound: load mlx5_core and mlx5_ib"):
+        run_judged(KIND, params, ctx_for(tmp_path, hardware={"hca_count": 8}))
+    for a in addrs[6:]:  # those two gone from the bus: absent hardware, judged by the count rule
+        shutil.rmtree(bus / a)
+    done = run_judged(KIND, params, ctx_for(tmp_path, hardware={"hca_count": 8}))
+    assert ("ib.hca_count", 6.0) in [(m.name, m.value) for m in done.metrics]
