@@ -103,3 +103,21 @@ def test_fleet_report_drains_errored_and_untested_nodes_with_their_own_reasons(t
     assert actions["n2"]["reason"].startswith("harness: UNTESTED no check judged anything (1 recorded); "
                                               "inventory left out by --only")
     assert all(len(a["reason"]) <= 120 for a in actions.values())
+
+
+def test_gpus_on_the_bus_without_nvml_name_the_driver_they_are_bound_to(tmp_path: Path):
+    """The same rule for GPUs: on the bus, NVML not loadable, is ERRORED naming the driver."""
+    root = write_tree(tmp_path / "pci", lines())
+    for addr in gpu_addresses():
+        bind(root, addr, "nouveau")
+    spec = write(tmp_path / "scenario.json", json.dumps({"nvml_fails": "driver", "pci_root": str(root)}))
+    gpu_suite = write(tmp_path / "g.yaml", "name: g\nchecks:\n  - id: gpu-health\n    kind: gpu_health\n"
+                      "    params: {xid_source: none}\n")
+    r = subprocess.run([sys.executable, str(LAUNCH), str(spec), "run", str(gpu_suite), "--profile",
+                        "h100-sxm-8x", "--output", str(tmp_path / "o"), "--history", "off"],
+                       cwd=ROOT, text=True, capture_output=True, timeout=180, env={**os.environ})
+    assert r.returncode == 3, r.stdout + r.stderr
+    (check,) = results(run_dirs(tmp_path / "o")[0])["checks"]
+    assert check["status"] == "errored"
+    assert check["message"].startswith("8 NVIDIA GPUs on the PCI bus but NVML not loadable")
+    assert check["message"].endswith("; bound to nouveau, not nvidia: load nvidia"), check["message"]
