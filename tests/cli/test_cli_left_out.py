@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from clihelp import ROOT, results, run_dirs, write
+from clihelp import ROOT, harness, results, run_dirs, write
+from faulthelp import procs_with, start, wait_for
 from pcisysfs import gpu_addresses, lines, write_tree
 
 LAUNCH = Path(__file__).parents[1] / "support" / "nodelaunch.py"
@@ -93,3 +95,43 @@ def test_leaving_out_what_nothing_expects_is_still_accepted_and_named(tmp_path: 
     assert "ACCEPTED: 1 passed | left out by --skip: hello | report " in r.stdout
     rec = results(run_dir)
     assert rec["left_out"] == [{"id": "hello", "kind": "command", "option": "--skip", "expected_by": ""}]
+
+
+def test_a_resumed_run_keeps_what_was_left_out(tmp_path: Path):
+    """--resume takes the selection from the record: what --skip left out stays left out, named,
+    and the finished acceptance run is still UNTESTED, never ACCEPTED."""
+    suite = write(tmp_path / "slow.yaml", """\
+name: slow-acceptance
+tags: [acceptance]
+checks:
+  - id: first
+    kind: command
+    params: {argv: [/bin/true]}
+    expect: [{metric: command.duration, max: 3600, unit: s}]
+  - id: slow
+    kind: command
+    params:
+      argv: [python3, -c, "import os, time; time.sleep(float(os.environ.get('SLOW_S', '60')))"]
+    expect: [{metric: command.duration, max: 3600, unit: s}]
+  - id: burn
+    kind: command
+    params: {argv: [/bin/true]}
+""")
+    out = tmp_path / "reports"
+    p = start("run", str(suite), "--profile", "generic", "--skip", "burn", "--output", str(out), cwd=tmp_path)
+    try:
+        wait_for(lambda: run_dirs(out) if out.exists() else [], 60, "the run directory")
+        wait_for(lambda: procs_with("SLOW_S", "python3", under=p.pid), 60, "the slow check")
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130
+    (run_dir,) = run_dirs(out)
+    r = harness("run", "--resume", str(run_dir), env={"SLOW_S": "0"})
+    assert r.returncode == 4, r.stdout + r.stderr
+    rec = results(run_dir)
+    assert [c["status"] for c in rec["checks"]] == ["passed", "passed"] and rec["verdict"] == "UNTESTED"
+    assert [(lo["id"], lo["option"]) for lo in rec["left_out"]] == [("burn", "--skip")]
+    assert "suite slow-acceptance is an acceptance suite" in rec["left_out"][0]["expected_by"]
