@@ -255,7 +255,7 @@ def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profil
                      + (f"  {'  '.join(extra)}" if extra else ""))
         if pc.expecting is not None:
             lines.append(f"   expected by the profile: {_rule_text(pc.expecting.expectation)}  "
-                         f"[{pc.expecting.source}]; if it is skipped, the run is UNTESTED")
+                         f"[{pc.expecting.source}]; if it is skipped or left out, the run is UNTESTED")
         try:
             commands = c.kind.plan(c.params, inventory)
         except Exception as e:
