@@ -60,8 +60,9 @@ def left_out_parts(record: RunRecord) -> list[str]:
         mine = [lo for lo in record.left_out if lo.option == option]
         wanted = [lo.id for lo in mine if lo.expected_by]
         others = [lo.id for lo in mine if not lo.expected_by]
-        if wanted:
-            parts.append(f"UNTESTED left out by {option}, though expected: {', '.join(wanted)}")
+        if wanted:  # the verdict word leads only where these make the verdict
+            lead = "UNTESTED " if record.verdict == "UNTESTED" else ""
+            parts.append(f"{lead}left out by {option}, though expected: {', '.join(wanted)}")
         if others:
             parts.append(f"left out by {option}: {', '.join(others)}")
     return parts
