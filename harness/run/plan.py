@@ -122,6 +122,13 @@ def expecting(check_id: str, rules: Sequence[Rule], hardware: Sequence[Rule]) ->
 
 def _rule_text(e: Expectation) -> str:
     what = f"{e.metric}{{{join_labels(e.labels)}}}" if e.labels else e.metric
+    sib = e.sibling
+    if sib is not None:  # its bounds come from the median of the siblings, not from band()
+        how = (f">= {sib.min_ratio:g} x" if sib.min_ratio is not None else
+               f"<= {sib.max_ratio:g} x" if sib.max_ratio is not None else
+               f"within {sib.max_below:g} {e.unit} below" if sib.max_below is not None else
+               f"within {sib.max_above:g} {e.unit} above")
+        return f"{what} {how} the median of its siblings ({', '.join(sib.vary)})"
     return f"{what} {describe_band(*band(e), e.unit)}"
 
 
