@@ -238,12 +238,16 @@ def select_profile(inventory: Mapping[str, Any],
 
 def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profile_reason: str,
                    plan: Sequence[PlannedCheck], inventory: Mapping[str, Any],
-                   allow_destructive: bool, left: Sequence[LeftOut] = ()) -> str:
+                   allow_destructive: bool, came_from: tuple[str, str] = ("", ""),
+                   left: Sequence[LeftOut] = ()) -> str:
     """The plan as text: every check, its exact command lines, and every rule that can fail it:
-    the profile's and the suite's expectations, then the kind's own rules from its params."""
+    the profile's and the suite's expectations, then the kind's own rules from its params.
+    `came_from` says where the suite and the profile were found ('shipped', ...); `left` is what
+    --only/--skip leave out (plan.left_out)."""
     hardware = profile.profile.hardware.model_dump()
-    lines = [f"suite   {suite.suite.name}  ({suite.path})",
-             f"profile {profile.profile.name}  ({profile.path}; {profile_reason})",
+    s_from, p_from = (f"{w}: " if w else "" for w in came_from)
+    lines = [f"suite   {suite.suite.name}  ({s_from}{suite.path})",
+             f"profile {profile.profile.name}  ({p_from}{profile.path}; {profile_reason})",
              f"checks  {len(plan)}   --allow-destructive: {'yes' if allow_destructive else 'no'}"]
     lines += [f"        {lo.text}" for lo in left]
     if any(lo.expected_by for lo in left):
