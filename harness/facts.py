@@ -34,7 +34,7 @@ class FactSpec:
     per: str | None = None  # label key of a per-device fact: gpu, nic, hca
     needs: str | None = None  # hardware without which the fact cannot be known: gpu, nvswitch, rdma
     unit: str | None = None  # also emitted as a metric in this unit (numeric facts only)
-    capture: str = "equals"  # how `harness audit capture` pins it: equals, min, max or skip
+    capture: str = "equals"  # how `harness audit capture` pins it: equals, min, max, min_version, skip
     severity: str = "fail"  # severity `audit capture` gives its rule
 
 
@@ -64,7 +64,12 @@ def _specs(*items: FactSpec) -> dict[str, FactSpec]:
 
 FACTS: Mapping[str, FactSpec] = _specs(
     # host
-    FactSpec("host.kernel", "version", "running kernel release (uname -r)"),
+    # what `audit capture` pins, per fact: a site invariant exactly (driver, OS, modes); a version
+    # that may move forward on a sibling (kernel, libraries) as a minimum; a value of the network
+    # the node sits on (MTU) as a minimum; how the capturing shell was started (container, *_VISIBLE_
+    # DEVICES) never: that is not the node. A library that is absent is never pinned as "absent".
+    FactSpec("host.kernel", "version", "running kernel release (uname -r)", capture="min_version",
+             severity="warn"),
     FactSpec("host.os", "str", "PRETTY_NAME of /etc/os-release"),
     FactSpec("host.kernel_cmdline", "str", "the whole kernel command line (/proc/cmdline)",
              capture="skip"),
@@ -96,13 +101,13 @@ FACTS: Mapping[str, FactSpec] = _specs(
              "systemd-timesyncd, ptp4l, or none", severity="warn"),
     FactSpec("host.irqbalance", "bool", "irqbalance is running", severity="warn"),
     FactSpec("host.container", "str", "container runtime this runs in: none, docker, podman, "
-             "kubernetes, enroot, apptainer or container (cgroup hint)"),
+             "kubernetes, enroot, apptainer or container (cgroup hint)", capture="skip"),
     FactSpec("host.cgroup_version", "str", "cgroup hierarchy in use: v1 or v2"),
     FactSpec("host.cgroup_memory_limit", "limit", "memory limit of this process's cgroup (bytes)",
-             unit="B", capture="min"),
-    FactSpec("host.cgroup_cpu_quota", "limit", "CPU quota of this process's cgroup (CPUs)", capture="min"),
-    FactSpec("host.cuda_visible_devices", "str", "CUDA_VISIBLE_DEVICES, or 'unset'"),
-    FactSpec("host.nvidia_visible_devices", "str", "NVIDIA_VISIBLE_DEVICES, or 'unset'"),
+             unit="B", capture="skip"),  # this process's: a shell's or a Slurm job's, not the node's
+    FactSpec("host.cgroup_cpu_quota", "limit", "CPU quota of this process's cgroup (CPUs)", capture="skip"),
+    FactSpec("host.cuda_visible_devices", "str", "CUDA_VISIBLE_DEVICES, or 'unset'", capture="skip"),
+    FactSpec("host.nvidia_visible_devices", "str", "NVIDIA_VISIBLE_DEVICES, or 'unset'", capture="skip"),
     # GPU stack
     FactSpec("gpu.driver_version", "version", "NVIDIA driver version", needs="gpu"),
     FactSpec("gpu.cuda_driver_version", "version", "CUDA version the driver supports", needs="gpu"),
@@ -119,16 +124,20 @@ FACTS: Mapping[str, FactSpec] = _specs(
     FactSpec("gpu.peermem_loaded", "bool", "nvidia_peermem kernel module loaded (GPUDirect RDMA)",
              needs="gpu"),
     # libraries
-    FactSpec("lib.cuda_runtime", "version", "CUDA runtime (libcudart) version, or 'absent'"),
-    FactSpec("lib.cudnn", "version", "cuDNN (libcudnn) version, or 'absent'"),
-    FactSpec("lib.nccl", "version", "NCCL (libnccl) version, or 'absent'"),
+    FactSpec("lib.cuda_runtime", "version", "CUDA runtime (libcudart) version, or 'absent'",
+             capture="min_version"),
+    FactSpec("lib.cudnn", "version", "cuDNN (libcudnn) version, or 'absent'", capture="min_version"),
+    FactSpec("lib.nccl", "version", "NCCL (libnccl) version, or 'absent'", capture="min_version"),
     # network
-    FactSpec("net.rdma_core_version", "version", "rdma-core version (from libibverbs), or 'absent'"),
-    FactSpec("net.ofed_version", "version", "MLNX_OFED / DOCA-OFED version (ofed_info -s), or 'absent'"),
+    FactSpec("net.rdma_core_version", "version", "rdma-core version (from libibverbs), or 'absent'",
+             capture="min_version"),
+    FactSpec("net.ofed_version", "version", "MLNX_OFED / DOCA-OFED version (ofed_info -s), or 'absent'",
+             capture="min_version"),
     FactSpec("net.hca_fw_version", "version", "HCA firmware version", per="hca", needs="rdma"),
     FactSpec("net.hca_netdevs", "str", "network interfaces bound to the RDMA device, or 'none'",
              per="hca", needs="rdma"),
-    FactSpec("net.mtu", "count", "MTU of the physical interface", per="nic", unit="B"),
+    FactSpec("net.mtu", "count", "MTU of the physical interface", per="nic", unit="B", capture="min",
+             severity="warn"),
     FactSpec("net.queues", "count", "receive queues of the physical interface", per="nic", unit="count"),
     FactSpec("net.irq_spread", "count", "distinct CPUs serving the interface's interrupts (1 = all "
              "piled on one core)", per="nic", unit="count", capture="min", severity="warn"),

@@ -35,7 +35,8 @@ JUDGED = (Status.PASSED, Status.WARNED, Status.FAILED)
 
 # The run's verdict, worst first. Only hardware that measured badly rejects; a tool or environment
 # failure leaves the node unjudged (ERRORED), never a hardware verdict; a run that finished but
-# judged nothing, or skipped a check its profile expects, is UNTESTED: a verdict needs a measurement.
+# judged nothing, or skipped or left out (--only/--skip) a check that is expected, is UNTESTED: a
+# verdict needs a measurement, and a deliberately partial run says so in its verdict.
 VERDICTS = ("REJECTED", "ERRORED", "INCOMPLETE", "UNTESTED", "ACCEPTED")
 # Exit status per verdict, for CI. 2 is invalid input; 128+N an interrupting signal.
 EXIT_CODES = {"ACCEPTED": 0, "REJECTED": 1, "ERRORED": 3, "INCOMPLETE": 3, "UNTESTED": 4}
@@ -250,6 +251,31 @@ class CheckResult:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """A check of the suite that an option (--only, --skip, ...) left out of this run. When
+    `expected_by` says who expects it (the profile, or an acceptance suite whose every check
+    gates go-live), the run is UNTESTED, as when such a check is skipped."""
+
+    id: str
+    kind: str
+    option: str  # the option that left it out: "--only", "--skip"
+    expected_by: str = ""
+
+    @property
+    def text(self) -> str:
+        """'gpu-burn left out by --skip, but profile P expects it: RULE' (or '(nothing expects it)')."""
+        why = f", but {self.expected_by}" if self.expected_by else " (nothing expects it)"
+        return f"{self.id} left out by {self.option}{why}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "option": self.option, "expected_by": self.expected_by}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LeftOut:
+        return cls(str(d["id"]), str(d.get("kind", "")), str(d["option"]), str(d.get("expected_by") or ""))
+
+
+@dataclass(frozen=True)
 class RunRecord:
     """A whole run: identity, suite, profile, checks and the verdict."""
 
@@ -268,6 +294,7 @@ class RunRecord:
     format_version: int = FORMAT_VERSION
     history: Mapping[str, Any] = field(default_factory=dict)  # node, trends, changes (harness.history.record)
     resumed: tuple[str, ...] = ()  # UTC times `harness run --resume` continued this run
+    left_out: tuple[LeftOut, ...] = ()  # checks of the suite an option left out, in suite order
 
     @property
     def counts(self) -> dict[str, int]:
@@ -279,9 +306,10 @@ class RunRecord:
     @property
     def untested(self) -> tuple[str, ...]:
         """Why the run cannot be accepted although nothing failed or errored: () when it judged
-        something and skipped no check its profile expects."""
+        something, and skipped or left out no check that is expected."""
         out = [f"{c.id} skipped ({c.message or 'no reason given'}), but {c.expected_by}"
                for c in self.checks if c.expected_skip]
+        out += [lo.text for lo in self.left_out if lo.expected_by]
         if not any(c.status in JUDGED for c in self.checks):
             c = self.counts
             what = ", ".join(f"{c[s.value]} {s.value.replace('_', ' ')}" for s in
@@ -292,7 +320,7 @@ class RunRecord:
     @property
     def verdict(self) -> str:
         """See verdict_of: a failed check rejects, an errored one leaves the node unjudged, and a
-        run that judged nothing (or skipped an expected check) is UNTESTED."""
+        run that judged nothing (or skipped or left out an expected check) is UNTESTED."""
         c = self.counts
         return verdict_of(c["failed"], c["errored"], self.interrupted or bool(c["not_run"]),
                           untested=bool(self.untested))
@@ -306,6 +334,7 @@ class RunRecord:
             "harness_version": self.harness_version, "argv": list(self.argv),
             "inventory": dict(self.inventory), "checks": [c.to_dict() for c in self.checks],
             "history": dict(self.history), "resumed": list(self.resumed),
+            "left_out": [lo.to_dict() for lo in self.left_out],
         }
 
     @classmethod
@@ -321,6 +350,7 @@ class RunRecord:
             format_version=int(d.get("format_version", FORMAT_VERSION)),
             history=dict(d.get("history") or {}),
             resumed=tuple(d.get("resumed") or ()),
+            left_out=tuple(LeftOut.from_dict(lo) for lo in d.get("left_out") or ()),
         )
 
 

@@ -26,7 +26,7 @@ from harness.audit.judge import judge_rule
 from harness.config import load_profile
 from harness.config.factrule import FactRule
 from harness.errors import UsageError
-from harness.facts import FACTS, UNLIMITED, Fact
+from harness.facts import ABSENT, FACTS, UNLIMITED, Fact
 from harness.fsutil import atomic_write_text
 from harness.model import join_labels
 from harness.platform import facts as platform_facts
@@ -60,7 +60,9 @@ def _rule(fact: str, value: Any, labels: Mapping[str, str] | None = None) -> dic
     if labels:
         rule["labels"] = dict(labels)
     how = spec.capture
-    if how in ("min", "max") and value != UNLIMITED:
+    if how == "min_version":
+        rule["min_version"] = str(value)
+    elif how in ("min", "max") and value != UNLIMITED:
         scaled = how == "min" and fact in SCALING and isinstance(value, (int, float)) \
             and not isinstance(value, bool)
         rule[how] = portable(value, spec.unit) if scaled else value
@@ -80,13 +82,19 @@ def capture_rules(facts: Sequence[Fact]) -> list[dict[str, Any]]:
     return capture_plan(facts)[0]
 
 
+def absent(facts: Sequence[Fact]) -> list[Fact]:
+    """Libraries and packages this node does not have: never pinned (a sibling that has them is
+    not wrong), listed in the file instead."""
+    return [f for f in facts if f.value == ABSENT]
+
+
 def capture_plan(facts: Sequence[Fact], parent: Sequence[FactRule] = ()
                  ) -> tuple[list[dict[str, Any]], list[str]]:
     """(rules, refused): rules the facts pass that never weaken `parent`'s, and why each fact
     that is a known-bad state or fails the parent was not pinned."""
     by_name: dict[str, list[Fact]] = {}
     for f in facts:
-        if f.value is not None and FACTS[f.name].capture != "skip":
+        if f.value is not None and f.value != ABSENT and FACTS[f.name].capture != "skip":
             by_name.setdefault(f.name, []).append(f)
     out: list[dict[str, Any]] = []
     refused: list[str] = []
@@ -111,6 +119,16 @@ def capture_plan(facts: Sequence[Fact], parent: Sequence[FactRule] = ()
     return out, refused
 
 
+def in_force(facts: Sequence[Fact], parent: Sequence[FactRule]) -> list[str]:
+    """The parent's fail-level rules this node fails: they stay in force in the golden profile,
+    so the node it was captured from would be REJECTED by it: not a golden node."""
+    by_name: dict[str, list[Fact]] = {}
+    for f in facts:
+        by_name.setdefault(f.name, []).append(f)
+    return [f"{r.fact}: {o.message}" for r in parent for o in judge_rule(r, "parent", by_name.get(r.fact, []))
+            if o.outcome == "fail" and by_name.get(r.fact)]
+
+
 def _no_weaker(rule: dict[str, Any], parent: Sequence[FactRule]) -> dict[str, Any]:
     """`rule` with bounds no looser and a severity no milder than the parent's rules on its fact."""
     out = dict(rule)
@@ -128,6 +146,7 @@ def render(name: str, extends: str | None, facts: Sequence[Fact], host: str, whe
            parent: Sequence[FactRule] = ()) -> str:
     """The profile as YAML text: a comment header, then one yaml.safe_dump of the document."""
     rules, refused = capture_plan(facts, parent)
+    failing = in_force(facts, parent)
     doc: dict[str, Any] = {"name": name}
     if extends:
         doc["extends"] = extends
@@ -135,12 +154,20 @@ def render(name: str, extends: str | None, facts: Sequence[Fact], host: str, whe
     doc["config"] = rules
     head = [f"Golden config captured by `harness audit capture` on {host} at {when}.",
             "Every rule below passes on that node; sizes that scale with memory are portable minimums."]
+    if failing:
+        head.append(f"NOT a golden node: it fails {len(failing)} rule(s) of {extends} that stay in force "
+                    "(a run with this profile REJECTS it); fix the node, then capture again:")
+        head += [f"  {why}" for why in failing]
     if refused:
         head.append("not pinned, a known-bad state or failing the parent profile (fix the node):")
         head += [f"  {why}" for why in refused]
     tail = [f"  {f.name}{_labels(f.labels)}: {f.reason}" for f in facts if f.value is None]
+    missing = [f"  {f.name}{_labels(f.labels)}: {f.source}" for f in absent(facts)]
     body = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=110, allow_unicode=True)
     out = "".join(f"# {_comment(line)}\n" for line in head) + body
+    if missing:
+        out += "".join(f"# {_comment(line)}\n" for line in
+                       ["absent on this node, so not pinned (a node that has it is not wrong):", *missing])
     if tail:
         out += "".join(f"# {_comment(line)}\n" for line in ["not known on this node, so not pinned:", *tail])
     return out
@@ -156,9 +183,10 @@ def _labels(labels: Mapping[str, str]) -> str:
 
 
 def capture_to(output: Path, *, name: str | None = None, extends: str | None = None,
-               force: bool = False) -> tuple[Path, int, list[str]]:
+               force: bool = False) -> tuple[Path, int, list[str], list[str]]:
     """Collect this node's facts, write the golden profile to `output`; (path, rule count, what
-    was not pinned because it is a known-bad state or fails the parent)."""
+    was not pinned because it is a known-bad state or fails the parent, the parent's fail-level
+    rules the node fails, which stay in force: see in_force)."""
     if output.exists() and not force:
         raise UsageError(f"{output} exists; give --force to replace it")
     name = name or output.stem
@@ -177,4 +205,4 @@ def capture_to(output: Path, *, name: str | None = None, extends: str | None = N
     # must load and its extends resolve) before it replaces `output`
     atomic_write_text(output, text, before=load_profile)
     rules, refused = capture_plan(facts, parent)
-    return output, len(rules), refused
+    return output, len(rules), refused, in_force(facts, parent)

@@ -9,7 +9,8 @@ window, or since an earlier ib_ports check, `since`). A legacy counter already s
 maximum when the window opens has no delta (its growth is unknown; listed under `saturated`).
 `ib.hca_count` counts every RDMA device. The profile judges; `expect_rate_gbit` adds a rule of
 the check's own (every port Active, at least that rate). Without RDMA devices the check is
-skipped, or errors when hardware.hca_count expects some.
+skipped; when hardware.hca_count expects some, adapters absent from the PCI bus fail (hardware)
+and adapters on the bus without their driver error naming the driver (pci.absent_or_unbound).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from harness.checks.base import CheckContext, CheckKind, CheckOutput, PlannedCom
 from harness.compare import Rule
 from harness.config.models import Expectation
 from harness.errors import HarnessError
-from harness.model import LabelValue, Metric
+from harness.model import Finding, LabelValue, Metric, Outcome
 from harness.parsers import ibports, portcounters
 from harness.platform import infiniband
 from harness.units import COUNT, GBPS
@@ -81,6 +82,14 @@ def _counters(p: infiniband.SysfsPort) -> dict[str, int]:
     return {**portcounters.hw_errors(p.hw_counters), **p.counters}
 
 
+def absent_hcas(hardware: Mapping[str, Any]) -> Finding:
+    """The hardware verdict on HCAs the profile expects that are not on the PCI bus at all."""
+    want = float(hardware.get("hca_count") or 0)
+    return Finding(metric="ib.hca_count", outcome=Outcome.FAIL, measured=0.0, low=want, reference=want,
+                   message=f"the profile expects {want:g} RDMA adapters, found 0: none on the PCI bus "
+                   "(absent hardware, not a driver)", source="hardware.hca_count")
+
+
 def plan(params: IbPortsParams, inventory: Mapping[str, Any]) -> Sequence[PlannedCommand]:
     read = PlannedCommand(("cat", f"{_root(params)}/<device>/ports/<n>/{{state,phys_state,rate,link_layer,"
                                   "counters/*,hw_counters/*}"), "read in-process")
@@ -98,6 +107,9 @@ def run(params: IbPortsParams, ctx: CheckContext) -> CheckOutput:
     """Read the ports, wait the window, read again; metrics from the second reading."""
     root = _root(params)
     found = infiniband.require_devices(ctx.hardware, root)
+    if not found:  # the profile expects HCAs and the PCI bus has none: 0 measured, judged as hardware
+        return CheckOutput(metrics=(Metric("ib.hca_count", 0.0, COUNT),), details={"root": str(root)},
+                           summary=absent_hcas(ctx.hardware).message)
     first = infiniband.ports(found, root)
     problems = [f"{p}: no such RDMA device or port in {root} (found: {', '.join(found)})"
                 for p in cw.unmatched(params.devices, [*found, *(_key(p) for p in first)])]

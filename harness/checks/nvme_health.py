@@ -23,7 +23,7 @@ from harness.errors import HarnessError, SkipCheck, ToolError, ToolMissing, Tool
 from harness.model import Metric
 from harness.parsers import nvme as nvme_parser
 from harness.parsers import smartctl as smartctl_parser
-from harness.platform import nvme
+from harness.platform import nvme, pci
 from harness.units import COUNT
 
 TOOL_TIMEOUT_S = 60.0
@@ -94,10 +94,19 @@ def run(params: NvmeHealthParams, ctx: CheckContext) -> CheckOutput:
     ctrls = _controllers(params)
     if not ctrls:
         expected = ctx.hardware.get("nvme_count")
-        if expected:
-            raise HarnessError(f"profile expects {expected} NVMe devices, found none in "
-                               "/sys/class/nvme")
+        if expected:  # one rule for every counted family: on the bus without a driver errors
+            why = pci.absent_or_unbound("nvme", int(expected), 0, "/sys/class/nvme")
+            if why:
+                raise HarnessError(why)
+            return CheckOutput(metrics=(Metric("nvme.count", 0.0, COUNT),),  # absent: the hardware's
+                               summary=f"the profile expects {expected} NVMe controllers, found 0: none on "
+                               "the PCI bus (absent hardware, not a driver)")
         raise SkipCheck("no NVMe devices")
+    expected = ctx.hardware.get("nvme_count")
+    if expected and not params.controllers and len(ctrls) < int(expected):  # the bus tells driver from absent
+        why = pci.absent_or_unbound("nvme", int(expected), len(ctrls), "/sys/class/nvme")
+        if why:
+            raise HarnessError(why)
     metrics = [Metric("nvme.count", float(len(ctrls)), COUNT)]
     problems: list[str] = []
     for i, ctrl in enumerate(ctrls):

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import Field, field_validator, model_validator
 
 from harness import catalog, siblings
-from harness.checks import needs
+from harness.checks import ib_ports, needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Need, Params, PlannedCommand
 from harness.config.numbers import WholeSeconds
 from harness.errors import ToolError, ToolTimeout
@@ -192,6 +192,9 @@ def run_one(params: RdmaParams, ctx: CheckContext, device: str, index: int) -> t
 def run(params: RdmaParams, ctx: CheckContext) -> CheckOutput:
     """Every HCA in turn; metrics labelled device, test, size (and qps for bandwidth)."""
     devices = params.devices or infiniband.require_devices(ctx.hardware)
+    if not devices:  # expected, and absent from the PCI bus: the hardware's verdict, as ib_ports's
+        return CheckOutput(details={"devices": []}, summary="no RDMA adapter on the PCI bus",
+                           findings=(ib_ports.absent_hcas(ctx.hardware),))
     metrics: list[Metric] = []
     problems: list[str] = []
     watched = [d for d in devices if d in set(infiniband.devices())]

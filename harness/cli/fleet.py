@@ -86,6 +86,8 @@ def fleet() -> None:
 @click.option("--time", "time_limit", help="Slurm time limit per node job, e.g. 30:00")
 @click.option("--no-wait", is_flag=True, help="submit and return; follow with fleet status/report")
 @click.option("--drain-failed", is_flag=True, help="drain nodes where a check failed")
+@click.option("--drain-unfit", is_flag=True, help="drain nodes that failed, errored (e.g. a driver not "
+              "loaded) or are untested; the reason says which ('harness: ERRORED ...')")
 @click.option("--start-timeout", default="30m", show_default=True,
               help="cancel and error a node's job not started by then (e.g. 90s, 10m)")
 @click.option("--poll-interval", default="10s", show_default=True, help="how often to ask Slurm")
@@ -95,8 +97,8 @@ def fleet() -> None:
 @_options(_prom + _outliers)
 def run_cmd(suite: str, nodes: str, output: Path, profile: str | None, partition: str | None,
             account: str | None, time_limit: str | None, no_wait: bool, drain_failed: bool,
-            start_timeout: str, poll_interval: str, history: str | None, prom_textfile: Path | None,
-            pushgateway: str | None, threshold: float, min_nodes: int) -> None:
+            drain_unfit: bool, start_timeout: str, poll_interval: str, history: str | None,
+            prom_textfile: Path | None, pushgateway: str | None, threshold: float, min_nodes: int) -> None:
     """Run SUITE on every node of --nodes, one exclusive Slurm job per node."""
     from harness.fleet import commands  # start-up: fleet loads only for a fleet command
 
@@ -105,7 +107,7 @@ def run_cmd(suite: str, nodes: str, output: Path, profile: str | None, partition
         time_limit=time_limit, wait=not no_wait, drain_failed=drain_failed,
         start_timeout_s=_seconds(start_timeout, "--start-timeout"),
         poll_s=_seconds(poll_interval, "--poll-interval"), exports=_exports(prom_textfile, pushgateway),
-        settings=_settings(threshold, min_nodes), history=history))
+        settings=_settings(threshold, min_nodes), history=history, drain_unfit=drain_unfit))
 
 
 @fleet.command()
@@ -120,13 +122,15 @@ def status(fleet_dir: Path) -> None:
 @fleet.command()
 @click.argument("fleet_dir", type=_EXISTING)
 @click.option("--drain-failed", is_flag=True, help="drain nodes where a check failed")
+@click.option("--drain-unfit", is_flag=True, help="drain nodes that failed, errored (e.g. a driver not "
+              "loaded) or are untested; the reason says which ('harness: ERRORED ...')")
 @_options(_prom + _outliers)
-def report(fleet_dir: Path, drain_failed: bool, prom_textfile: Path | None, pushgateway: str | None,
-           threshold: float, min_nodes: int) -> None:
+def report(fleet_dir: Path, drain_failed: bool, drain_unfit: bool, prom_textfile: Path | None,
+           pushgateway: str | None, threshold: float, min_nodes: int) -> None:
     """Write fleet.html, fleet.json and junit.xml for a fleet directory."""
     from harness.fleet import commands  # start-up: fleet loads only for a fleet command
 
-    sys.exit(commands.report(fleet_dir, drain_failed=drain_failed,
+    sys.exit(commands.report(fleet_dir, drain_failed=drain_failed, drain_unfit=drain_unfit,
                              exports=_exports(prom_textfile, pushgateway),
                              settings=_settings(threshold, min_nodes)))
 

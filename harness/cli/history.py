@@ -113,7 +113,8 @@ def import_cmd(run_dirs: tuple[Path, ...], history: Path | None) -> None:
         store.close()
         hv.warn_problems(store)
     for r in rows:
-        click.echo(f"{r.run_id}: node {names[r.node_id]}, {r.verdict}")
+        click.echo(f"{r.run_id}: node {names[r.node_id]}, {r.verdict}"
+                   + (" (its run id is another run's: stored under this one)" if "~" in r.run_id else ""))
     click.echo(f"imported {len(rows)} run(s) into {path}")
     if unreadable:  # the others are in: each bad one named, exit 2
         raise ConfigError([ConfigProblem("", 0, 0, p) for p in unreadable])

@@ -3,8 +3,9 @@
 Exit codes (harness.model.EXIT_CODES): 0 accepted, 1 rejected (a check failed: the hardware
 measured badly), 2 invalid input (suite, profile, arguments), 3 errored (a check could not run
 validly, or the run could not go on, or the harness itself failed: no hardware verdict), 4 untested
-(nothing failed or errored, but no check judged anything, or a check the profile expects was
-skipped), 130/143 interrupted by SIGINT/SIGTERM. Nothing but a failed check exits 1.
+(nothing failed or errored, but no check judged anything, or a check the profile or an acceptance
+suite expects was skipped or left out by --only/--skip), 130/143 interrupted by SIGINT/SIGTERM.
+Nothing but a failed check exits 1.
 Heavy modules are imported inside the commands so `harness --help` starts fast.
 """
 
@@ -29,7 +30,7 @@ from harness.errors import ConfigError, HarnessError, UsageError, printable
 
 # 0 accepted, 1 rejected (hardware measured badly), 2 invalid input, 3 errored (no hardware verdict:
 # a tool or the environment failed, or the run could not go on), 4 untested (nothing judged, or an
-# expected check skipped); see harness.model.EXIT_CODES
+# expected check skipped or left out); see harness.model.EXIT_CODES
 EXIT_OK, EXIT_REJECTED, EXIT_INVALID, EXIT_ERRORED = 0, 1, 2, 3
 DEFAULT_KEEP = 20  # harness.run.session.DEFAULT_KEEP (not imported: `harness --help` stays fast)
 
@@ -73,7 +74,7 @@ def run(ctx: click.Context, suite: str | None, profile: str | None, output: Path
 
     Exit status: 0 accepted, 1 rejected (the hardware measured badly), 2 invalid input, 3 errored
     (a tool, the environment or the harness failed: no hardware verdict), 4 untested (no check judged
-    anything, or a check the profile expects was skipped), 130/143 interrupted.
+    anything, or an expected check was skipped or left out by --only/--skip), 130/143 interrupted.
     """
     from harness.run import session as app  # start-up: the run's modules load only for `harness run`
 

@@ -49,6 +49,22 @@ def problem(check: CheckResult) -> str:
     return f"{fmt_status(check.status.value)} {check.id}: {text}"
 
 
+def left_out_parts(record: RunRecord) -> list[str]:
+    """'UNTESTED left out by --skip, though expected: gpu-burn, ib-ports' and 'left out by --only:
+    fio-quick' (nothing expects it), per option, in the order the options left checks out."""
+    parts = []
+    for option in dict.fromkeys(lo.option for lo in record.left_out):
+        mine = [lo for lo in record.left_out if lo.option == option]
+        wanted = [lo.id for lo in mine if lo.expected_by]
+        others = [lo.id for lo in mine if not lo.expected_by]
+        if wanted:  # the verdict word leads only where these make the verdict
+            lead = "UNTESTED " if record.verdict == "UNTESTED" else ""
+            parts.append(f"{lead}left out by {option}, though expected: {', '.join(wanted)}")
+        if others:
+            parts.append(f"left out by {option}: {', '.join(others)}")
+    return parts
+
+
 def quiet_line(record: RunRecord, report: Path | None, seconds: float) -> str:
     """The run as one line of at most MAX_LINE characters, the report's path always whole (pure)."""
     c = record.counts
@@ -57,8 +73,10 @@ def quiet_line(record: RunRecord, report: Path | None, seconds: float) -> str:
     if record.interrupted:
         parts.append("interrupted")
     parts += [problem(chk) for chk in record.checks if chk.status.value in ("failed", "errored")]
-    if record.verdict == "UNTESTED":
-        parts += [f"UNTESTED {why}" for why in record.untested]
+    if record.verdict == "UNTESTED":  # checks left out are listed by option below, shorter
+        listed = {lo.text for lo in record.left_out}
+        parts += [f"UNTESTED {why}" for why in record.untested if why not in listed]
+    parts += left_out_parts(record)
     head = " | ".join(_one_line(p) for p in parts)
     tail = (f" | report {printable(str(report))}" if report else "") + f" ({seconds:.1f} s)"
     if len(head) + len(tail) > MAX_LINE:

@@ -23,6 +23,9 @@ from harness.fleet.junit import SuiteXml, node_suite
 from harness.fleet.stats import Outlier, SeriesKey
 from harness.model import RunRecord, verdict_of
 
+# what --drain-unfit drains (FleetReport.unfit)
+UNFIT = (NodeStatus.REJECTED, NodeStatus.ERRORED, NodeStatus.UNTESTED)
+
 FOLDED_LABELS = frozenset({"repeat"})
 Reload = Callable[[NodeOutcome], "RunRecord | None"]
 
@@ -71,6 +74,12 @@ class FleetReport:
     def to_drain(self) -> list[NodeOutcome]:
         """Nodes whose hardware measured badly: drain them, and RMA what stays bad."""
         return [n for n in self.nodes if n.status is NodeStatus.REJECTED]
+
+    @property
+    def unfit(self) -> list[NodeOutcome]:
+        """What --drain-unfit drains: rejected nodes, and those that errored (a driver not loaded,
+        a tool missing) or judged too little (UNTESTED): none of them is fit for work."""
+        return [n for n in self.nodes if n.status in UNFIT]
 
     @cached_property
     def _by_node(self) -> dict[str, list[Outlier]]:

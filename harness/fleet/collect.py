@@ -75,12 +75,21 @@ class NodeOutcome:
 
     @property
     def drain_reason(self) -> str:
-        """'harness: <check> <short reason>' for a rejected node ('' otherwise)."""
-        if self.status is not NodeStatus.REJECTED:
+        """'harness: <check> <short reason>' for a rejected node; 'harness: ERRORED <check> <error>'
+        and 'harness: UNTESTED <why>' for the nodes --drain-unfit drains too (a node whose driver is
+        not loaded is not fit for work either); '' for any other node. Every reason starts with
+        DRAIN_PREFIX, so `fleet resume` resumes what the harness drained, and only that."""
+        if self.status is NodeStatus.REJECTED:
+            ev = next((e for e in self.evidence if e.kind == "failed"), None)
+            short = f"{ev.check} {ev.what} {ev.detail.split(' (')[0]}" if ev else self.reason
+        elif self.status is NodeStatus.ERRORED:
+            ev = next((e for e in self.evidence if e.kind == "errored"), None)
+            short = f"ERRORED {ev.check} {ev.detail}" if ev else f"ERRORED {self.reason}"
+        elif self.status is NodeStatus.UNTESTED:
+            short = f"UNTESTED {self.reason}"
+        else:
             return ""
-        ev = next((e for e in self.evidence if e.kind == "failed"), None)
-        short = f"{ev.check} {ev.what} {ev.detail.split(' (')[0]}" if ev else self.reason
-        return f"{DRAIN_PREFIX} {short}"[:DRAIN_REASON_MAX].rstrip()
+        return f"{DRAIN_PREFIX} {' '.join(short.split())}"[:DRAIN_REASON_MAX].rstrip()
 
 
 def sku_of(record: RunRecord) -> str:

@@ -41,7 +41,7 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
         wait: bool = True, drain_failed: bool = False, start_timeout_s: float = 1800.0,
         poll_s: float = 10.0, exports: Exports = Exports(),
         settings: OutlierSettings | None = None, stream: TextIO | None = None,
-        history: str | None = None) -> int:
+        history: str | None = None, drain_unfit: bool = False) -> int:
     """`harness fleet run`: validate, submit a job per node, then (unless --no-wait) follow and report.
     `history` is every node's store (an absolute path on a shared file system, or 'off'); by default
     each node records into its own."""
@@ -64,7 +64,8 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
     opts = dispatch.JobOptions(str(loaded.path.resolve()), prof, partition, account, time_limit,
                                history=history)
     manifest = dispatch.submit(fleet_dir, loaded.suite.name, names, opts,
-                               {"start_timeout_s": start_timeout_s, "drain_failed": drain_failed})
+                               {"start_timeout_s": start_timeout_s, "drain_failed": drain_failed,
+                                "drain_unfit": drain_unfit})
     ok = [n for n, j in manifest.jobs.items() if j.job_id]
     print(f"submitted {len(ok)} of {len(names)} job(s) for {dispatch.fold_nodes(names)} -> {fleet_dir}")
     for n, j in manifest.jobs.items():
@@ -79,13 +80,17 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
                       on_poll=prog.update, on_error=lambda m: prog.note(f"slurm query failed: {m}"))
     except KeyboardInterrupt:
         prog.close()
-        return _interrupted(fleet_dir, manifest, drain_failed, exports, settings)
+        return _interrupted(fleet_dir, manifest, _drain_what(drain_failed, drain_unfit), exports, settings)
     finally:
         prog.close()
-    return _report(fleet_dir, drain_failed, exports, settings, poll=False)
+    return _report(fleet_dir, _drain_what(drain_failed, drain_unfit), exports, settings, poll=False)
 
 
-def _interrupted(fleet_dir: Path, manifest: layout.Manifest, drain_failed: bool, exports: Exports,
+def _drain_what(failed: bool, unfit: bool) -> str:
+    return "unfit" if unfit else "failed" if failed else ""
+
+
+def _interrupted(fleet_dir: Path, manifest: layout.Manifest, drain_what: str, exports: Exports,
                  settings: OutlierSettings | None) -> int:
     """Ctrl-C while following the jobs: cancel what was submitted and has not ended, say which jobs
     were cancelled or left, and report the fleet as it stands (exit 130, like a single run)."""
@@ -98,7 +103,7 @@ def _interrupted(fleet_dir: Path, manifest: layout.Manifest, drain_failed: bool,
     if done.cancelled and not dispatch.await_ended(fleet_dir, manifest, list(done.cancelled)):
         print("  (some cancelled jobs had not ended yet: `harness fleet report` later shows their end)",
               file=sys.stderr)
-    _report(fleet_dir, drain_failed, exports, settings, poll=False)
+    _report(fleet_dir, drain_what, exports, settings, poll=False)
     print(f"fleet run interrupted: {len(done.cancelled)} job(s) cancelled, {len(done.left)} left; "
           f"see {fleet_dir}", file=sys.stderr)
     return 130
@@ -175,13 +180,15 @@ def _export(fleet_dir: Path, rep: FleetReport, exports: Exports) -> None:
         print(f"pushed {len(rep.nodes)} node group(s) to {redact(exports.pushgateway)}")
 
 
-def _report(fleet_dir: Path, drain_failed: bool, exports: Exports, settings: OutlierSettings | None,
+def _report(fleet_dir: Path, drain_what: str, exports: Exports, settings: OutlierSettings | None,
             poll: bool) -> int:
+    """`drain_what`: '' drains nothing, 'failed' the rejected nodes, 'unfit' those and the errored
+    and untested ones (each drain reason says which)."""
     rep = analyse_dir(fleet_dir, poll, settings or OutlierSettings())
     paths = fleet_report.write(fleet_dir, rep)
     _print_summary(rep)
-    if drain_failed:
-        for a in drain.drain(fleet_dir, rep.to_drain):
+    if drain_what:
+        for a in drain.drain(fleet_dir, rep.unfit if drain_what == "unfit" else rep.to_drain):
             print(f"  drained {a.node}: {a.reason}" if a.done else f"  DRAIN FAILED {a.node}: {a.message}")
     _export(fleet_dir, rep, exports)
     print(f"report: {paths['html']}")
@@ -189,9 +196,9 @@ def _report(fleet_dir: Path, drain_failed: bool, exports: Exports, settings: Out
 
 
 def report(fleet_dir: Path, *, drain_failed: bool = False, exports: Exports = Exports(),
-           settings: OutlierSettings | None = None) -> int:
+           settings: OutlierSettings | None = None, drain_unfit: bool = False) -> int:
     """`harness fleet report`: poll once, then write fleet.html, fleet.json and junit.xml."""
-    return _report(fleet_dir, drain_failed, exports, settings, poll=True)
+    return _report(fleet_dir, _drain_what(drain_failed, drain_unfit), exports, settings, poll=True)
 
 
 def status(fleet_dir: Path) -> int:

@@ -1,14 +1,15 @@
 """`harness baseline capture`: a profile from golden runs, with its provenance.
 
-Per check, metric and label set (the `repeat` label folded in), the reference is the median of
-the observed values and the tolerance max(3 x MAD / median, a floor for the metric's family,
-the observed range), on the side the check's declared direction or the catalogue calls worse
-only. A tolerance is capped (CAPS): golden runs that disagree by more are not baselined, and
-`warnings` says so with the numbers. Latency tails (p99, p99.9) are captured as warn-level rules
-unless asked otherwise. Counts without a direction (inventory) become exact min/max; error
-counters a max of what was seen. Because every band written covers what was observed, the runs
-a baseline came from never fail it. The file is one yaml.safe_dump of a dict, read back and
-compared before it is written, so nothing from tool output can become a key.
+Per check, metric and label set (the `repeat` label folded in), the reference is the median of the
+observed values and the tolerance max(3 x MAD / median, a floor for the metric's family, the
+observed range), on the side the check's declared direction or the catalogue calls worse only; it
+takes at least MIN_RUNS (3) golden runs, and refuses fewer. A tolerance is capped (CAPS): golden
+runs that disagree by more are not baselined, and `warnings` says so with the numbers. Latency tails
+(p99, p99.9) are captured as warn-level rules unless asked otherwise. Counts without a direction
+(inventory) become exact min/max; error counters a max of what was seen. Because every band written
+covers what was observed, the runs a baseline came from never fail it. The file is one
+yaml.safe_dump of a dict, read back and compared before it is written, so nothing from tool output
+can become a key.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ METRIC_FLOORS = {"fio.clat_p99": 0.25, "fio.clat_p999": 0.5}  # latency tails sc
 CAPS = {"higher": 0.5, "lower": 1.0}
 TAIL_CAP = 2.0
 STEP = 1e-4  # tolerances are written rounded up to this
+# golden runs a baseline needs at least: with 2, a bad run moves the median halfway and two equal
+# values give a MAD of 0 (the tolerance then rests on the floor alone); the median of 3 outvotes one
+MIN_RUNS = 3
 
 
 def is_tail(metric: str) -> bool:
@@ -193,6 +197,10 @@ def capture(records: Sequence[RunRecord], name: str, extends: str | None = None,
     for r in records:
         if r.verdict != "ACCEPTED":
             raise UsageError(f"run {r.run_id} is {r.verdict}: a baseline is captured from accepted runs only")
+    if len(records) < MIN_RUNS:
+        raise UsageError(f"a baseline needs at least {MIN_RUNS} golden runs, got {len(records)}: the median "
+                         f"of {MIN_RUNS} outvotes one bad run and their MAD measures the spread; of fewer, "
+                         "one run sets the reference and a spread of 0 the tolerance")
     per_run: list[list[tuple[str, Metric]]] = [
         [(c.id, m) for c in r.checks if c.status.value in VALID for m in c.metrics if math.isfinite(m.value)]
         for r in records]

@@ -1,7 +1,8 @@
 """Who a node is, from a run's inventory, and what changed between two runs of it. Pure.
 
 History keys runs on serial numbers, not hostnames: the system (DMI) serial when the firmware
-has a real one, else the GPU and NVMe serials, and only then the hostname. A renamed host is the
+has a real one, else the GPU and NVMe serials, and only then the hostname, where two runs whose
+/etc/machine-id differs are two nodes that share a hostname. A renamed host is the
 same node; a GPU whose serial changed at an index is a swap, reported with old and new serials.
 """
 
@@ -44,6 +45,7 @@ class NodeIdentity:
     gpus: tuple[GpuPart, ...] = ()
     nvme_serials: tuple[str, ...] = ()
     software: Mapping[str, str] = field(default_factory=dict)
+    machine_id: str | None = None  # /etc/machine-id: tells apart two nodes that share a hostname
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "software", dict(sorted((self.software or {}).items())))
@@ -56,14 +58,16 @@ class NodeIdentity:
         return {"hostname": self.hostname, "system_serial": self.system_serial,
                 "gpus": [{"index": g.index, "serial": g.serial, "uuid": g.uuid, "name": g.name,
                           "vbios": g.vbios} for g in self.gpus],
-                "nvme_serials": list(self.nvme_serials), "software": dict(self.software)}
+                "nvme_serials": list(self.nvme_serials), "software": dict(self.software),
+                "machine_id": self.machine_id}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> NodeIdentity:
         gpus = tuple(GpuPart(int(g.get("index", i)), g.get("serial"), g.get("uuid"), g.get("name", ""),
                              g.get("vbios")) for i, g in enumerate(d.get("gpus", [])))
         return cls(str(d.get("hostname", "")), d.get("system_serial"), gpus,
-                   tuple(d.get("nvme_serials", [])), dict(d.get("software", {})))
+                   tuple(d.get("nvme_serials", [])), dict(d.get("software", {})),
+                   d.get("machine_id") or None)
 
 
 _NOT_NODE = {"python"}  # the harness's own runtime, not the node's software
@@ -123,7 +127,8 @@ def identity_of(inventory: Mapping[str, Any], host: str = "") -> NodeIdentity:
         if value:
             software[key] = str(value)
     return NodeIdentity(str(h.get("hostname") or host or ""), real_serial(system.get("serial")),
-                        tuple(sorted(gpus, key=lambda g: g.index)), tuple(nvme), software)
+                        tuple(sorted(gpus, key=lambda g: g.index)), tuple(nvme), software,
+                        real_serial(h.get("machine_id")))
 
 
 def overlap(a: Iterable[str], b: Iterable[str]) -> float:
@@ -142,6 +147,8 @@ def same_node(known: NodeIdentity, new: NodeIdentity) -> bool:
         return True
     if overlap(known.nvme_serials, new.nvme_serials) >= 0.5:
         return True
+    if known.machine_id and new.machine_id and known.machine_id != new.machine_id:
+        return False  # two installs that share a hostname (a copied image keeps its id: same node)
     return bool(known.hostname) and known.hostname == new.hostname
 
 

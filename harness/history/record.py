@@ -116,7 +116,10 @@ class RunHistory:
         if self.store is None:
             return
         try:
-            self.store.record(record, run_dir)
+            row = self.store.record(record, run_dir)
+            if row.run_id != record.run_id:
+                _warn(f"run id {record.run_id} is another run's in {self.path}; this run is stored as "
+                      f"{row.run_id}")
         except HarnessError as e:
             _warn(f"{e}; this run is not recorded")
         finally:

@@ -97,4 +97,5 @@ def identity(v: object) -> NodeIdentity:
                              optional_text(g.get("vbios"), "identity.gpus.vbios")))
     return NodeIdentity(text(d.get("hostname", ""), "identity.hostname"),
                         optional_text(d.get("system_serial"), "identity.system_serial"),
-                        tuple(parts), tuple(nvme), {str(k): s for k, s in software.items()})
+                        tuple(parts), tuple(nvme), {str(k): s for k, s in software.items()},
+                        optional_text(d.get("machine_id"), "identity.machine_id") or None)

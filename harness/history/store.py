@@ -129,6 +129,24 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+def _same_run(stored: Sequence[Any], record: RunRecord, ident: NodeIdentity, run_dir: Path | None) -> bool:
+    """Whether a stored row (started, identity JSON, run directory) is this run again (resumed, or
+    imported once more), not another run that happens to have its id (ids of older harness versions
+    were the hostname and the second: concurrent runs with different --output, or two nodes of one
+    hostname, shared them). Recording it replaces the row; another run is kept beside it."""
+    started, identity, stored_dir = stored
+    try:
+        known = rows.identity(identity)
+    except rows.BadRow:  # a tampered row cannot be shown to be this run: keep both
+        return False
+    if started != record.started or (known.hostname, known.system_serial, known.machine_id) != (
+            ident.hostname, ident.system_serial, ident.machine_id):
+        return False
+    if not isinstance(stored_dir, str) or run_dir is None:
+        return stored_dir is None or run_dir is None
+    return Path(stored_dir).resolve() == run_dir.resolve()
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -188,34 +206,45 @@ class SqliteStore:
 
     # -- writing ----------------------------------------------------------------------
     def record(self, record: RunRecord, run_dir: Path | None = None) -> RunRow:
-        """Add (or replace) a run and its valid metrics; returns the stored row."""
+        """Add (or replace) a run and its valid metrics; returns the stored row. A different run
+        with the same id (see _same_run) is never replaced: this one is stored as ID~N (row.run_id)."""
         ident = identity_of(record.inventory, record.host)
+        run_id = record.run_id
         try:
             self.db.execute("BEGIN IMMEDIATE")  # resolve and write as one, against other writers
             with self.db:
-                old = self.db.execute("SELECT node_id FROM runs WHERE run_id = ?",
-                                      (record.run_id,)).fetchone()
+                old = self.db.execute("SELECT node_id, started, identity, run_dir FROM runs WHERE run_id = ?",
+                                      (run_id,)).fetchone()
+                if old and not _same_run(old[1:], record, ident, run_dir):
+                    run_id, old = self._free_id(run_id), None  # another run's id: keep both
                 node = self.node(old[0]) if old and isinstance(old[0], int) else self.resolve(ident)
                 node_id = self._upsert_node(node, ident, record.started)
-                self.db.execute("DELETE FROM runs WHERE run_id = ?", (record.run_id,))
+                self.db.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
                 self.db.execute(
                     "INSERT INTO runs (run_id, node_id, hostname, system_serial, identity, suite, profile, "
                     "verdict, started, finished, run_dir, harness_version, recorded, params, tags) "
                     "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    (record.run_id, node_id, ident.hostname, ident.system_serial,
+                    (run_id, node_id, ident.hostname, ident.system_serial,
                      json.dumps(ident.to_dict(), sort_keys=True), str(record.suite.get("name", "")),
                      str(record.profile.get("name", "")), record.verdict, record.started, record.finished,
                      str(run_dir) if run_dir else None, record.harness_version, _now(),
                      json.dumps(suite_params(record.suite), sort_keys=True),
                      json.dumps(list(suite_tags(record.suite)))))
                 self.db.executemany("INSERT INTO metrics VALUES (?,?,?,?,?,?)", [
-                    (record.run_id, c.id, m.name, json.dumps(dict(m.labels), sort_keys=True), m.value, m.unit)
+                    (run_id, c.id, m.name, json.dumps(dict(m.labels), sort_keys=True), m.value, m.unit)
                     for c in record.checks if c.status.value in VALID for m in c.metrics])
         except sqlite3.Error as e:
             raise StorageError(f"history store {self.path}: cannot record {record.run_id}: {e}") from e
-        row = self.run(record.run_id)
+        row = self.run(run_id)
         assert row is not None
         return row
+
+    def _free_id(self, run_id: str) -> str:
+        """'ID~2' (or ~3, ...): the first that no stored run has."""
+        n = 2
+        while self.db.execute("SELECT 1 FROM runs WHERE run_id = ?", (f"{run_id}~{n}",)).fetchone():
+            n += 1
+        return f"{run_id}~{n}"
 
     def _upsert_node(self, node: NodeRow | None, ident: NodeIdentity, started: str) -> int:
         if node is None:

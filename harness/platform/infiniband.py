@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.errors import HarnessError, SkipCheck
+from harness.platform import pci
 from harness.platform.sysfs import read_value
 
 SYSFS = Path("/sys/class/infiniband")
@@ -35,16 +36,21 @@ def devices(root: Optional[Path] = None) -> list[str]:
 
 
 def require_devices(hardware: Mapping[str, Any], root: Optional[Path] = None) -> list[str]:
-    """The RDMA devices; none is SkipCheck, or an error when the profile's hardware.hca_count
-    says the node has some (a node sold with HCAs must not pass with its RDMA checks skipped)."""
+    """The RDMA devices. None at all: SkipCheck when the profile expects none. Fewer than its
+    hardware.hca_count: the one rule for every counted family (pci.absent_or_unbound): adapters on
+    the PCI bus without their driver are an error naming the driver; adapters absent from the bus
+    are left to the profile's count rule (the caller measures what is there, [] included: the
+    hardware's verdict)."""
     found = devices(root)
-    if found:
-        return found
     where = root or SYSFS
     expected = hardware.get("hca_count")
-    if expected:
-        raise HarnessError(f"profile expects {expected} RDMA devices (hardware.hca_count), found none "
-                           f"in {where}")
+    if found and (not expected or len(found) >= int(expected)):
+        return found
+    if expected:  # fewer than expected: those on the bus without their driver are the environment's
+        why = pci.absent_or_unbound("rdma", int(expected), len(found), str(where))
+        if why:
+            raise HarnessError(why)
+        return found  # the rest are absent from the bus: the profile's count rule fails them
     raise SkipCheck(f"no RDMA device: {where} is empty or missing (no InfiniBand/RoCE adapter or driver)")
 
 

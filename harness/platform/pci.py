@@ -10,6 +10,7 @@ PCI ID database has them (github.com/pciutils/pciids, pci.ids).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,3 +89,62 @@ def missing_text(gpus: Sequence[Mapping[str, Any]], on_bus: Sequence[Mapping[str
     """'; missing PCI 0000:52:00.0' or ''."""
     gone = missing(gpus, on_bus)
     return f"; missing PCI {', '.join(gone)}" if gone else ""
+
+
+# Device families a profile counts, as the PCI bus shows them whether or not a driver is loaded:
+# an RDMA adapter is an InfiniBand controller (class 0x0207) or a Mellanox/NVIDIA networking
+# function (vendor 0x15b3, base class 0x02: ConnectX in Ethernet mode is RoCE-capable); an NVMe
+# controller is a Non-Volatile memory controller (class 0x0108; interface 02 is NVMe). Virtual
+# functions (SR-IOV, a `physfn` link) are not adapters.
+MELLANOX = 0x15B3
+FAMILIES = {
+    "rdma": ("RDMA adapter", "mlx5_core and mlx5_ib (or the vendor's RDMA driver)"),
+    "nvme": ("NVMe controller", "nvme"),
+}
+
+
+def _of_family(d: PciDevice, family: str) -> bool:
+    if family == "rdma":
+        return d.pci_class >> 8 == 0x0207 or (d.vendor == MELLANOX and d.pci_class >> 16 == 0x02)
+    return family == "nvme" and d.pci_class >> 8 == 0x0108
+
+
+def driver_of(address: str, root: Optional[Path] = None) -> Optional[str]:
+    """The kernel driver bound to a PCI function (the name its `driver` link points to), or None."""
+    try:
+        return Path(os.readlink((root or SYSFS) / address / "driver")).name
+    except OSError:
+        return None
+
+
+def family_on_bus(family: str, root: Optional[Path] = None) -> Optional[list[tuple[str, Optional[str]]]]:
+    """(address, bound driver or None) of each physical function of a family ("rdma", "nvme") on
+    the PCI bus; None when the bus cannot be read."""
+    found = devices(root)
+    if found is None:
+        return None
+    base = root or SYSFS
+    return [(d.address, driver_of(d.address, root)) for d in found
+            if _of_family(d, family) and not (base / d.address / "physfn").exists()]
+
+
+def absent_or_unbound(family: str, expected: int, seen: int, where: str,
+                      root: Optional[Path] = None) -> Optional[str]:
+    """One rule for every family the profile counts, when the kernel's view (`where`) shows `seen`
+    of `expected`: None when the PCI bus has no more of them than that (absent from the bus: the
+    count is the hardware's, judged by the profile's rule: REJECTED), else the environment's
+    fault, naming the driver: 'on the PCI bus but no driver bound: load ...' (ERRORED)."""
+    bus = family_on_bus(family, root)
+    what, driver = FAMILIES[family]
+    if bus is None:
+        return (f"profile expects {expected} {what}s, found {seen} in {where}, and the PCI bus cannot be "
+                "read to tell absent hardware from a driver that is not loaded")
+    if len(bus) <= seen:
+        return None
+    unbound = [a for a, drv in bus if drv is None]
+    bound = sorted({drv for _, drv in bus if drv})
+    addrs = ", ".join(a for a, _ in bus[:4]) + (f" and {len(bus) - 4} more" if len(bus) > 4 else "")
+    why = (f"{len(unbound)} with no driver bound: load {driver}" if unbound else
+           f"bound to {', '.join(bound)} but not in {where}: load {driver}")
+    return (f"profile expects {expected} {what}s, found {seen} in {where}, but the PCI bus has "
+            f"{len(bus)} ({addrs}): {why}")

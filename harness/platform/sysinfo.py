@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import platform
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -52,7 +52,8 @@ def _collect(gpu_probe: Callable[[], dict[str, Any]], pci_root: Path | None, not
     nvml_reason = gpus.get("reason", "") or ("" if gpus.get("available") else "no GPU information")
     if not gpus.get("available"):
         if on_bus:
-            nvml_reason = nvml_not_loadable(len(on_bus), nvml_reason)
+            nvml_reason = nvml_not_loadable(len(on_bus), nvml_reason,
+                                            [pci.driver_of(d.address, pci_root) for d in on_bus])
         notes.append(nvml_reason)
         unknown["gpus"] = nvml_reason
     block_devices, disk_notes, disk_unknown = disks()
@@ -60,7 +61,8 @@ def _collect(gpu_probe: Callable[[], dict[str, Any]], pci_root: Path | None, not
     unknown.update(disk_unknown)
     inv: dict[str, Any] = {
         "host": {"hostname": socket.gethostname(), "os": osr.get("PRETTY_NAME"),
-                 "kernel": platform.release(), "arch": platform.machine()},
+                 "kernel": platform.release(), "arch": platform.machine(),
+                 "machine_id": read_value("/etc/machine-id")},
         "system": {k: read_value(SYS / "class/dmi/id" / f) for k, f in
                    (("vendor", "sys_vendor"), ("product", "product_name"),
                     ("serial", "product_serial"), ("board_serial", "board_serial"),
@@ -81,10 +83,18 @@ def _collect(gpu_probe: Callable[[], dict[str, Any]], pci_root: Path | None, not
     return inv
 
 
-def nvml_not_loadable(on_bus: int, reason: str) -> str:
-    """Why the GPUs on the bus have no NVML: the classic broken node (driver not loaded)."""
+def nvml_not_loadable(on_bus: int, reason: str, drivers: Sequence[str | None] = ()) -> str:
+    """Why the GPUs on the bus have no NVML: the classic broken node (driver not loaded), naming the
+    driver the bus shows them bound to, as for every device family (pci.absent_or_unbound)."""
+    bound = sorted({d for d in drivers if d})
+    if drivers and not bound:
+        which = "; no driver bound to them: load nvidia"
+    elif bound and "nvidia" not in bound:
+        which = f"; bound to {', '.join(bound)}, not nvidia: load nvidia"
+    else:
+        which = ""
     return (f"{on_bus} NVIDIA GPUs on the PCI bus but NVML not loadable: is the driver loaded? "
-            f"({reason})")
+            f"({reason}){which}")
 
 
 def _block_devices(notes: list[str], unknown: dict[str, str]) -> list[dict[str, Any]]:

@@ -4,6 +4,7 @@ A failed expectation is a <failure>; a tool or environment problem is an <error>
 failure; warnings and known issues pass with a note in <system-out>. A recorded check (measured,
 no rule to judge) is a passing "run" case whose <system-out> starts "RECORDED". An UNTESTED run
 adds one <error type="untested"> case, "verdict": a report with nothing judged must not look green.
+A check --only/--skip left out is a skipped case whose message names the option and who expects it.
 """
 
 from __future__ import annotations
@@ -149,6 +150,10 @@ def render_junit(record: RunRecord) -> str:
                        ("harness_version", record.harness_version)):
         ET.SubElement(props, "property", name=key, value=xml_text(value or ""))
     kinds = [k for c in record.checks for k in _check_cases(suite, c)]
+    for lo in record.left_out:  # a check an option left out: skipped, saying by which option
+        case = ET.SubElement(suite, "testcase", classname=xml_text(lo.id), name="run", time="0.000")
+        _child(case, "skipped", message=lo.text)
+        kinds.append("skipped")
     if record.verdict == "UNTESTED":
         case = ET.SubElement(suite, "testcase", classname="run", name="verdict", time="0.000")
         why = "UNTESTED: " + "; ".join(record.untested)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +12,8 @@ from harness.compare import OwnRule, Rule, applicable, band, describe_band, desc
 from harness.config.factrule import plan_lines
 from harness.config.models import Expectation, Profile
 from harness.errors import UsageError
-from harness.model import join_labels
+from harness.history.series import is_acceptance
+from harness.model import LeftOut, join_labels
 from harness.platform import pci
 from harness.series import telemetry
 
@@ -47,6 +48,34 @@ class PlannedCheck:
         return (*c.kind.rules_of(c.params), *telemetry.own_rules(c.params))
 
 
+# An option that selects checks, as (its name, whether it keeps a check): --only and --skip here; a
+# new selecting option (tags, say) is one more entry, and what it leaves out is named after it.
+Selector = tuple[str, Callable[["ResolvedCheck[CheckKind]"], bool]]
+
+
+def selectors(only: Sequence[str], skip: Sequence[str]) -> list[Selector]:
+    """The selecting options given: --only keeps the ids it names, --skip the others."""
+    out: list[Selector] = []
+    if only:
+        out.append(("--only", lambda c: c.spec.id in only))
+    if skip:
+        out.append(("--skip", lambda c: c.spec.id not in skip))
+    return out
+
+
+def split(suite: LoadedSuite[CheckKind], chosen_by: Sequence[Selector]
+          ) -> tuple[list[ResolvedCheck[CheckKind]], list[tuple[ResolvedCheck[CheckKind], str]]]:
+    """(the checks every selector keeps, [(a check left out, the first option that left it out)])."""
+    kept, left = [], []
+    for c in suite.checks:
+        option = next((name for name, keeps in chosen_by if not keeps(c)), None)
+        if option is None:
+            kept.append(c)
+        else:
+            left.append((c, option))
+    return kept, left
+
+
 def select_checks(suite: LoadedSuite[CheckKind], only: Sequence[str],
                   skip: Sequence[str]) -> list[ResolvedCheck[CheckKind]]:
     """Apply --only and --skip; an unknown id is a usage error naming the known ones."""
@@ -55,7 +84,7 @@ def select_checks(suite: LoadedSuite[CheckKind], only: Sequence[str],
     if unknown:
         raise UsageError(f"unknown check id(s) {', '.join(unknown)} in --only/--skip; "
                          f"{suite.path} has: {', '.join(ids)}")
-    chosen = [c for c in suite.checks if (not only or c.spec.id in only) and c.spec.id not in skip]
+    chosen, _ = split(suite, selectors(only, skip))
     if not chosen:
         raise UsageError("--only/--skip left no check to run")
     return chosen
@@ -93,27 +122,56 @@ def expecting(check_id: str, rules: Sequence[Rule], hardware: Sequence[Rule]) ->
 
 def _rule_text(e: Expectation) -> str:
     what = f"{e.metric}{{{join_labels(e.labels)}}}" if e.labels else e.metric
+    sib = e.sibling
+    if sib is not None:  # its bounds come from the median of the siblings, not from band()
+        how = (f">= {sib.min_ratio:g} x" if sib.min_ratio is not None else
+               f"<= {sib.max_ratio:g} x" if sib.max_ratio is not None else
+               f"within {sib.max_below:g} {e.unit} below" if sib.max_below is not None else
+               f"within {sib.max_above:g} {e.unit} above")
+        return f"{what} {how} the median of its siblings ({', '.join(sib.vary)})"
     return f"{what} {describe_band(*band(e), e.unit)}"
+
+
+def _planned(rc: ResolvedCheck[CheckKind], suite: LoadedSuite[CheckKind], profile: LoadedProfile,
+             profile_rules: Sequence[Rule], hardware_block: Sequence[Rule]) -> PlannedCheck:
+    params = rc.kind.with_profile(rc.params, profile.profile.hardware.model_dump())
+    if params is not rc.params:
+        rc = replace(rc, params=params)
+    names = rc.kind.metric_specs(rc.params).keys()
+    rules = applicable(profile_rules, rc.spec.id, names)
+    expected = expecting(rc.spec.id, rules, hardware_block)
+    rules += [Rule(e, f"suite {suite.suite.name}") for e in rc.spec.expect]
+    return PlannedCheck(rc, tuple(rules), expected)
+
+
+def _rules(profile: LoadedProfile) -> tuple[list[Rule], list[Rule]]:
+    """(every rule of the profile, its hardware block's rules)."""
+    hardware_block = hardware_rules(profile.profile)
+    return [Rule(e, profile.profile.name) for e in profile.profile.expectations] + hardware_block, \
+        hardware_block
 
 
 def build(suite: LoadedSuite[CheckKind], profile: LoadedProfile, only: Sequence[str] = (),
           skip: Sequence[str] = ()) -> list[PlannedCheck]:
     """Every selected check with its rules: profile rules, hardware rules, the check's own."""
-    hardware_block = hardware_rules(profile.profile)
-    profile_rules = [Rule(e, profile.profile.name) for e in profile.profile.expectations]
-    profile_rules += hardware_block
-    plan = []
-    hardware = profile.profile.hardware.model_dump()
-    for rc in select_checks(suite, only, skip):
-        params = rc.kind.with_profile(rc.params, hardware)
-        if params is not rc.params:
-            rc = replace(rc, params=params)
-        names = rc.kind.metric_specs(rc.params).keys()
-        rules = applicable(profile_rules, rc.spec.id, names)
-        expected = expecting(rc.spec.id, rules, hardware_block)
-        rules += [Rule(e, f"suite {suite.suite.name}") for e in rc.spec.expect]
-        plan.append(PlannedCheck(rc, tuple(rules), expected))
-    return plan
+    profile_rules, hardware_block = _rules(profile)
+    return [_planned(rc, suite, profile, profile_rules, hardware_block)
+            for rc in select_checks(suite, only, skip)]
+
+
+def left_out(suite: LoadedSuite[CheckKind], profile: LoadedProfile,
+             chosen_by: Sequence[Selector]) -> tuple[LeftOut, ...]:
+    """The suite's checks the selecting options leave out, each with the option and who expects it:
+    the profile (as for a skipped check: PlannedCheck.expected_by), and an acceptance suite, every
+    check of which gates go-live. An expected check left out makes the run UNTESTED."""
+    profile_rules, hardware_block = _rules(profile)
+    gate = (f"suite {suite.suite.name} is an acceptance suite: every check of it gates go-live"
+            if is_acceptance(suite.suite.tags) else "")
+    out = []
+    for rc, option in split(suite, chosen_by)[1]:
+        by = _planned(rc, suite, profile, profile_rules, hardware_block).expected_by
+        out.append(LeftOut(rc.spec.id, rc.kind.name, option, " and ".join(x for x in (by, gate) if x)))
+    return tuple(out)
 
 
 def gpu_expectation_text(profile: Profile) -> str | None:
@@ -190,15 +248,21 @@ def _lost_text(g: Mapping[str, Any]) -> str:
 
 def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profile_reason: str,
                    plan: Sequence[PlannedCheck], inventory: Mapping[str, Any],
-                   allow_destructive: bool, came_from: tuple[str, str] = ("", "")) -> str:
+                   allow_destructive: bool, came_from: tuple[str, str] = ("", ""),
+                   left: Sequence[LeftOut] = ()) -> str:
     """The plan as text: every check, its exact command lines, and every rule that can fail it:
     the profile's and the suite's expectations, then the kind's own rules from its params.
-    `came_from` says where the suite and the profile were found ('shipped', ...)."""
+    `came_from` says where the suite and the profile were found ('shipped', ...); `left` is what
+    --only/--skip leave out (plan.left_out)."""
     hardware = profile.profile.hardware.model_dump()
     s_from, p_from = (f"{w}: " if w else "" for w in came_from)
     lines = [f"suite   {suite.suite.name}  ({s_from}{suite.path})",
              f"profile {profile.profile.name}  ({p_from}{profile.path}; {profile_reason})",
-             f"checks  {len(plan)}   --allow-destructive: {'yes' if allow_destructive else 'no'}", ""]
+             f"checks  {len(plan)}   --allow-destructive: {'yes' if allow_destructive else 'no'}"]
+    lines += [f"        {lo.text}" for lo in left]
+    if any(lo.expected_by for lo in left):
+        lines.append("        an expected check is left out: the run will be UNTESTED, not ACCEPTED")
+    lines.append("")
     for n, pc in enumerate(plan, 1):
         c = pc.check
         extra = []
@@ -212,7 +276,7 @@ def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profil
                      + (f"  {'  '.join(extra)}" if extra else ""))
         if pc.expecting is not None:
             lines.append(f"   expected by the profile: {_rule_text(pc.expecting.expectation)}  "
-                         f"[{pc.expecting.source}]; if it is skipped, the run is UNTESTED")
+                         f"[{pc.expecting.source}]; if it is skipped or left out, the run is UNTESTED")
         try:
             commands = c.kind.plan(c.params, inventory)
         except Exception as e:

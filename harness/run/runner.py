@@ -22,6 +22,7 @@ import json
 import logging
 import math
 import os
+import secrets
 import signal
 import time
 import traceback
@@ -38,7 +39,17 @@ from harness.checks.base import CheckContext, cut_outputs
 from harness.compare import finite_metrics, judge
 from harness.errors import GuardRefusal, HarnessError, SkipCheck, StorageError, ToolError
 from harness.fsutil import why_not
-from harness.model import EXIT_CODES, CheckResult, Evaluation, Finding, Metric, Outcome, RunRecord, Status
+from harness.model import (
+    EXIT_CODES,
+    CheckResult,
+    Evaluation,
+    Finding,
+    LeftOut,
+    Metric,
+    Outcome,
+    RunRecord,
+    Status,
+)
 from harness.platform import proc
 from harness.platform.ledger import Ledger
 from harness.report.fmt import fmt_status
@@ -47,6 +58,7 @@ from harness.run import sampler as telemetry
 from harness.run.finish import History, finish, internal_error, with_error
 from harness.run.plan import PlannedCheck
 from harness.run.progress import PlainProgress, Progress
+from harness.series import telemetry as gpu_series
 
 log = logging.getLogger("harness")
 
@@ -62,20 +74,21 @@ def iso(t: datetime) -> str:
 
 
 def make_run_dir(output: Path, hostname: str, now: datetime | None = None) -> Path:
-    """output/<hostname>-<UTC timestamp>, made unique when two runs start in one second."""
+    """output/<hostname>-<UTC timestamp>-<6 random hex digits>: its name is the run id, unique
+    beyond this output directory too (runs of one second on one host, or of two nodes that share a
+    hostname, with different --output and one history store), and mkdir's O_EXCL makes sure."""
     stamp = (now or utcnow()).strftime("%Y%m%dT%H%M%SZ")
     safe_host = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in hostname) or "host"
-    base = output / f"{safe_host}-{stamp}"
-    path, n = base, 1
-    while True:
+    for _ in range(100):  # bounded: 16.7 million names a second
+        path = output / f"{safe_host}-{stamp}-{secrets.token_hex(3)}"
         try:
             path.mkdir(parents=True)
             return path
         except FileExistsError:
-            n += 1
-            path = base.with_name(f"{base.name}-{n}")
+            continue
         except OSError as e:
             raise StorageError(f"{path}: cannot create run directory: {why_not(e)}") from e
+    raise StorageError(f"{output}: cannot create a run directory of a new name")
 
 
 @dataclass
@@ -97,6 +110,7 @@ class RunContext:
     hardware: Mapping[str, Any] = field(default_factory=dict)  # the profile's hardware block
     config: tuple[tuple[Any, str], ...] = ()  # the profile's config: rules, with its name
     history: History | None = None  # annotates the record before the final write, records it after
+    left_out: tuple[LeftOut, ...] = ()  # the suite's checks an option left out (RunRecord.left_out)
 
 
 class Runner:
@@ -111,6 +125,7 @@ class Runner:
         self.started = ctx.started or utcnow()
         self.gate = settle.Gate()
         self.contention = contention.Gate()
+        self.link_faults: dict[str, str] = {}  # gpu_series.once: GPU -> the check that reported its link
 
     # -- signals ------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -189,6 +204,7 @@ class Runner:
 
     def _keep(self, result: CheckResult) -> None:
         self.results[result.id] = result
+        self.link_faults = {**gpu_series.link_faults(result.evaluations, result.id), **self.link_faults}
         log.info("check %s kept from the earlier attempt: %s", result.id, result.status.value)
         self.ctx.progress.note(f"{result.id}: {fmt_status(result.status.value)} (kept from the earlier "
                                "attempt)")
@@ -259,6 +275,9 @@ class Runner:
             return self._done(base, t0, cctx, Status.ERRORED, _internal(pc.id, e), metrics, details=details)
         if self.signum is not None:
             return self._interrupted(base, t0, cctx, metrics)
+        findings, seen = gpu_series.once(findings, self.link_faults)
+        if seen:
+            details["reported_under_other_checks"] = seen
         try:
             judged = judge((*pc.rules, *pc.own_rules), metrics, findings)
         except Exception as e:  # a bug in judging must not lose the other checks' results either
@@ -282,6 +301,7 @@ class Runner:
             return self._done(base, t0, cctx, Status.ERRORED, "not judged: " + "; ".join(judged.problems[:3]),
                               metrics, problems=list(judged.problems), evaluations=judged.evaluations,
                               details=details)
+        self.link_faults = {**gpu_series.link_faults(judged.evaluations, pc.id), **self.link_faults}
         return self._done(base, t0, cctx, judged.status, summary, metrics,
                           evaluations=judged.evaluations, details=details)
 
@@ -336,6 +356,7 @@ class Runner:
             finished=iso(now) if final else "", duration_s=(now - self.started).total_seconds(),
             inventory=self.ctx.inventory, checks=tuple(checks), harness_version=__version__,
             argv=self.ctx.argv, interrupted=self.signum is not None and lost, resumed=self.ctx.resumed,
+            left_out=self.ctx.left_out,
         )
 
     def _persist(self) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from harness import fsutil
 from harness.errors import ConfigError, ConfigProblem, UsageError, printable
 from harness.fsutil import output_dir_problem
-from harness.model import RunRecord, join_labels
+from harness.model import LeftOut, RunRecord, join_labels
 from harness.report.fmt import fmt_status
 
 DEFAULT_KEEP = 20  # quiet runs kept in an output directory (--keep)
@@ -78,6 +78,7 @@ class _Prepared:
     previous: Mapping[str, CheckResult] = field(default_factory=dict)
     started: datetime | None = None
     resumed: tuple[str, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()  # the suite's checks --only/--skip left out
 
 
 InventoryProbe = Callable[[], Mapping[str, Any]]
@@ -167,9 +168,10 @@ def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepa
     prof_from = config.where_text("profiles", prof_found.where)
     planned = plan.build(loaded, prof, opts.only, opts.skip)
     assert len(planned) == len(checks)
+    left = plan.left_out(loaded, prof, plan.selectors(opts.only, opts.skip))
     if opts.dry_run:
         print(plan.render_dry_run(loaded, prof, reason, planned, inventory, opts.allow_destructive,
-                                  (suite_from, prof_from)))
+                                  (suite_from, prof_from), left))
         return None
     suite_info = {"name": loaded.suite.name, "path": str(loaded.path),
                   "description": loaded.suite.description, "digest": digest(loaded.suite),
@@ -183,7 +185,7 @@ def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepa
                     "chain": list(prof.chain), "digest": digest(prof.profile),
                     "file": str(prof.path.resolve()), "from": prof_from}
     return _Prepared(tuple(planned), loaded, prof, suite_info, profile_info, inventory,
-                     output=opts.output, argv=opts.argv)
+                     output=opts.output, argv=opts.argv, left_out=left)
 
 
 def _warn_refused(refused: Sequence[tuple[Path, str]]) -> None:
@@ -242,7 +244,8 @@ def _resume(run_dir: Path, inventory_probe: InventoryProbe | None) -> _Prepared:
     started = datetime.fromisoformat(r.record.started.replace("Z", "+00:00"))
     return _Prepared(tuple(planned), r.suite, r.profile, dict(r.record.suite), dict(r.record.profile),
                      inventory, output=run_dir.parent, argv=r.record.argv, run_dir=run_dir,
-                     previous=r.finished, started=started, resumed=(*r.record.resumed, iso(utcnow())))
+                     previous=r.finished, started=started, resumed=(*r.record.resumed, iso(utcnow())),
+                     left_out=r.record.left_out)
 
 
 def _launch(p: _Prepared, opts: RunOptions) -> Finished:
@@ -281,6 +284,7 @@ def _launch(p: _Prepared, opts: RunOptions) -> Finished:
             allow_destructive=opts.allow_destructive, argv=p.argv,
             progress=progress.choose(),
             previous=p.previous, started=p.started, resumed=p.resumed, notes=tuple(notes),
+            left_out=p.left_out,
             hardware=prof.profile.hardware.model_dump(),
             config=tuple((r, prof.profile.name) for r in prof.profile.config),
             history=hist.RunHistory(hist.store_path(output, opts.history),
@@ -336,6 +340,7 @@ def summary(record: RunRecord, run_dir: Path) -> list[str]:
              f"{c['failed']} failed, {c['errored']} errored, {c['skipped']} skipped, {c['not_run']} not run"]
     if record.verdict == "UNTESTED":
         lines += [f"  UNTESTED {why}" for why in record.untested]
+    lines += [f"  {lo.text}" for lo in record.left_out if not lo.expected_by]
     for chk in record.checks:
         if chk.status.value in ("failed", "errored"):
             lines.append(f"  {fmt_status(chk.status.value)} {chk.id}: {chk.message}")

@@ -15,9 +15,11 @@ Fast Trigger protection" comes in sub-second bursts that a 2 Hz share erases), t
 (`which` current/max), and how much the PCIe replay and ECC counters grew during the check.
 
 Findings (judged by compare.judge like every kind's): a GPU that stopped answering NVML fails
-(`gpu.lost`); a GPU whose PCIe link stayed below its maximum while busy (utilisation >= LOADED_UTIL)
-fails as "trained down". A GPU that was never busy is not judged on its link: idle GPUs downshift on
-purpose. Kinds that take TelemetryParams add the sibling rule on peak temperature (`own_rules`).
+(`gpu.lost`); under a check that loads the GPUs (a kind with TelemetryParams), a GPU whose PCIe
+link stayed below its maximum while busy (utilisation >= LOADED_UTIL) fails as "trained down",
+once per run (`once`): a `df` beside someone's busy GPUs is never blamed for their link. A GPU
+that was never busy is not judged on its link: idle GPUs downshift on purpose. Kinds that take
+TelemetryParams add the sibling rule on peak temperature (`own_rules`).
 """
 
 from __future__ import annotations
@@ -287,8 +289,10 @@ def link_under_load(series: Series, gpu: int) -> tuple[int, int, int, int, int] 
     return gen, gmax, width, wmax, len(busy)  # type: ignore[return-value]
 
 
-def findings(series: Series, names: Mapping[int, str] | None = None) -> tuple[Finding, ...]:
+def findings(series: Series, names: Mapping[int, str] | None = None, links: bool = True
+             ) -> tuple[Finding, ...]:
     """Telemetry's own verdicts: lost GPUs (named as in `names`, 'GPU 3 (00000000:4B:00.0)'), and
+    (with `links`: under a check that loads the GPUs)
     PCIe links below their maximum while busy."""
     out: list[Finding] = []
     for g, (t, why) in sorted(series.lost.items()):
@@ -297,7 +301,7 @@ def findings(series: Series, names: Mapping[int, str] | None = None) -> tuple[Fi
                            high=0.0, message=f"{who} stopped answering NVML {t:.1f} s into the check: "
                            f"{why}", source=SOURCE))
     good: list[tuple[int, int, int]] = []
-    for g in sorted(series.gpus):
+    for g in sorted(series.gpus) if links else ():
         link = link_under_load(series, g)
         if link is None:
             continue
@@ -313,12 +317,36 @@ def findings(series: Series, names: Mapping[int, str] | None = None) -> tuple[Fi
                            f"while busy ({busy} samples at >= {LOADED_UTIL:g}% utilisation)",
                            source=SOURCE))
     if good:
-        links = sorted({f"Gen{gen} x{width}" for _, gen, width in good})
+        seen = sorted({f"Gen{gen} x{width}" for _, gen, width in good})
         out.append(Finding(metric="gpu.pcie_gen", labels={"which": "current"}, outcome=Outcome.PASS,
                            measured=float(min(gen for _, gen, _ in good)), reduce="min",
                            message=f"{len(good)} busy GPU(s) at their maximum PCIe link "
-                           f"({', '.join(links)})", source=SOURCE))
+                           f"({', '.join(seen)})", source=SOURCE))
     return tuple(out)
+
+
+# A node's PCIe link is one fact of the node, however many checks see it: reported once, under the
+# first check that judged it (gpu-health at idle, or the first burn), never again under later ones.
+LINK_METRICS = frozenset({"gpu.pcie_gen", "gpu.pcie_width"})
+
+
+def link_faults(evaluations: Sequence[Any], check_id: str) -> dict[str, str]:
+    """GPU index -> `check_id` for each GPU whose PCIe link (generation or width) a check failed."""
+    return {str(e.labels["gpu"]): check_id for e in evaluations
+            if e.metric in LINK_METRICS and e.outcome is Outcome.FAIL and "gpu" in e.labels}
+
+
+def once(found: Sequence[Finding], reported: Mapping[str, str]) -> tuple[list[Finding], list[str]]:
+    """(the findings less the telemetry's link faults of GPUs an earlier check reported, a note for
+    each of those: 'gpu.pcie_width{gpu=6}: PCIe link trained down ...; reported under gpu-health')."""
+    kept, notes = [], []
+    for f in found:
+        gpu = str(f.labels.get("gpu"))
+        if f.source == SOURCE and f.metric in LINK_METRICS and f.outcome is Outcome.FAIL and gpu in reported:
+            notes.append(f"{f.metric}{{gpu={gpu}}}: {f.message}; reported under {reported[gpu]}")
+        else:
+            kept.append(f)
+    return kept, notes
 
 
 def intervals(series: Series, gpu: int, bits: int) -> list[tuple[float, float]]:

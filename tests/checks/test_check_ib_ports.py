@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from ibsysfs import IB_NDR, counter, dump_counters, h100_tree, write_port, zero_counters
 from judging import run_judged
+from pcisysfs import CX7, bind, lines, write_tree
 from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
@@ -25,7 +26,7 @@ from harness.config.loader import load_profile
 from harness.errors import HarnessError, SkipCheck
 from harness.model import Outcome
 from harness.parsers import ibports
-from harness.platform import proc
+from harness.platform import pci, proc
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -242,15 +243,19 @@ def test_device_patterns_and_a_missing_device(tmp_path):
 
 
 @pytest.mark.parametrize("make", [False, True])
-def test_no_rdma_device_skips_or_errors_when_the_profile_expects_hcas(tmp_path, make):
+def test_no_rdma_device_skips_or_fails_when_the_profile_expects_hcas(tmp_path, make, monkeypatch):
     root = tmp_path / "infiniband"
     if make:
         root.mkdir()
     params = IbPortsParams.model_validate({"sysfs_root": str(root)})
     with pytest.raises(SkipCheck, match=f"no RDMA device: {root} is empty or missing"):
         run_judged(KIND, params, ctx_for(tmp_path))
-    with pytest.raises(HarnessError, match=r"expects 8 RDMA devices \(hardware.hca_count\), found none"):
-        run_judged(KIND, params, ctx_for(tmp_path, hardware={"hca_count": 8}))
+    bus = tmp_path / "pci"  # and none on the PCI bus: absent hardware (issue #25 item 5)
+    bus.mkdir()
+    monkeypatch.setattr(pci, "SYSFS", bus)
+    done = run_judged(KIND, params, ctx_for(tmp_path, hardware={"hca_count": 8}))
+    assert [(m.name, m.value) for m in done.metrics] == [("ib.hca_count", 0.0)]
+    assert done.summary.endswith("none on the PCI bus (absent hardware, not a driver)")
 
 
 def test_this_machine_has_no_rdma_device_and_skips():
@@ -288,3 +293,24 @@ def test_plan():
     assert argvs[1:] == [("sleep", "30"), argvs[0], ("ibstat",)]
     assert argvs[0][1].startswith("/sys/class/infiniband/<device>/ports/<n>/")
     assert KIND.estimate_s is not None and KIND.estimate_s(IbPortsParams()) == 10.0
+
+
+def test_six_of_eight_hcas_with_two_unbound_on_the_bus_errors_naming_the_driver(tmp_path, monkeypatch):
+    """Issue #25 item 5: of 8 HCAs the profile expects, 6 in sysfs and 2 on the PCI bus without a
+    driver is the environment's (ERRORED); 6 and no more on the bus is the hardware's (REJECTED)."""
+    root = tmp_path / "infiniband"
+    for i in range(6):
+        write_port(root, f"mlx5_{i}", 1, "Active", "LinkUp", "400", "InfiniBand", zero_counters())
+    bus = write_tree(tmp_path / "pci", lines(CX7))
+    addrs = [ln.split()[0] for ln in lines(CX7)]
+    for a in addrs[:6]:
+        bind(bus, a, "mlx5_core")
+    monkeypatch.setattr(pci, "SYSFS", bus)
+    params = IbPortsParams.model_validate({"sysfs_root": str(root), "window_s": 0})
+    with pytest.raises(HarnessError, match=r"profile expects 8 RDMA adapters, found 6 in .*infiniband, but "
+                       r"the PCI bus has 8 \(.*\): 2 with no driver bound: load mlx5_core and mlx5_ib"):
+        run_judged(KIND, params, ctx_for(tmp_path, hardware={"hca_count": 8}))
+    for a in addrs[6:]:  # those two gone from the bus: absent hardware, judged by the count rule
+        shutil.rmtree(bus / a)
+    done = run_judged(KIND, params, ctx_for(tmp_path, hardware={"hca_count": 8}))
+    assert ("ib.hca_count", 6.0) in [(m.name, m.value) for m in done.metrics]

@@ -21,7 +21,7 @@ from harness.compare import Rule, evaluate
 from harness.config import load_profile
 from harness.errors import HarnessError, SkipCheck
 from harness.model import Outcome
-from harness.platform import nvme
+from harness.platform import nvme, pci
 from harness.units import COUNT
 
 NO_NVME = not (Path("/sys/class/nvme").exists() and any(Path("/sys/class/nvme").iterdir()))
@@ -44,8 +44,21 @@ def test_no_nvme_is_skipped_with_the_reason(tmp_path):
 
 
 @pytest.mark.skipif(not NO_NVME, reason="this machine has NVMe controllers")
-def test_no_nvme_is_an_error_when_the_profile_expects_drives(tmp_path):
-    with pytest.raises(HarnessError, match="profile expects 8 NVMe devices, found none") as e:
+def test_expected_nvme_absent_from_the_bus_fails_and_on_the_bus_unbound_errors(tmp_path, monkeypatch):
+    """One rule for every counted family (issue #25 item 5): absent from the PCI bus is 0 measured
+    (the profile's nvme.count rule fails: hardware); on the bus without a driver is an error."""
+    bus = tmp_path / "pci"
+    bus.mkdir()
+    monkeypatch.setattr(pci, "SYSFS", bus)
+    out = KIND.run(NvmeHealthParams(), ctx(tmp_path, hardware={"nvme_count": 8}))
+    assert [(m.name, m.value) for m in out.metrics] == [("nvme.count", 0.0)]
+    assert "none on the PCI bus" in out.summary
+    fn = bus / "0000:01:00.0"  # a Samsung PM9A3 (144d:a80a), Non-Volatile memory controller, NVMe
+    fn.mkdir()
+    for name, text in (("vendor", "0x144d"), ("device", "0xa80a"), ("class", "0x010802")):
+        (fn / name).write_text(text + "\n")
+    with pytest.raises(HarnessError, match=r"profile expects 8 NVMe controllers, found 0 in /sys/class/nvme, "
+                       r"but the PCI bus has 1 \(0000:01:00.0\): 1 with no driver bound: load nvme") as e:
         KIND.run(NvmeHealthParams(), ctx(tmp_path, hardware={"nvme_count": 8}))
     assert not isinstance(e.value, SkipCheck)
 
@@ -167,9 +180,10 @@ def test_harness_run_skips_drive_checks_here_and_errors_when_the_profile_expects
                    "nvme-all-read": ("skipped", "no NVMe devices")}
     sku = write(tmp_path / "sku.yaml", "name: sku\nhardware: {nvme_count: 4}\n")
     r = harness("run", str(suite), "--profile", str(sku), "--output", str(tmp_path / "b"))
-    assert r.returncode == 3, r.stdout + r.stderr
+    assert r.returncode == 1, r.stdout + r.stderr  # none on this machine's PCI bus: absent hardware
     got = {c["id"]: (c["status"], c["message"]) for c in results(run_dirs(tmp_path / "b")[0])["checks"]}
-    assert got["nvme-health"] == ("errored", "profile expects 4 NVMe devices, found none in /sys/class/nvme")
+    assert got["nvme-health"] == ("failed", "the profile expects 4 NVMe controllers, found 0: none on the "
+                                  "PCI bus (absent hardware, not a driver)")
     assert got["nvme-all-read"] == ("errored",
                                     "profile expects 4 NVMe devices, found none in /sys/class/block")
     assert got["md-raid"][0] == "skipped"

@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 from fake_perftest import gone, write_fake
 from judging import run_judged
+from pcisysfs import CX7, lines, write_tree
 from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
 from harness.checks.rdma import KIND, RdmaParams, build_pair
 from harness.errors import HarnessError, SkipCheck, ToolError, ToolTimeout
 from harness.model import Outcome
-from harness.platform import infiniband
+from harness.platform import infiniband, pci
 
 DATA = Path(__file__).parents[1] / "data" / "perftest"
 GBITS = DATA / "ib_write_bw_dgx_spark_cx7_roce_4qp_report_gbits_rdma_cm.txt"
@@ -107,12 +108,24 @@ def test_no_rdma_device_skips(tmp_path, monkeypatch, make):
         run_judged(KIND, params(), ctx_for(tmp_path))
 
 
-def test_no_rdma_device_is_an_error_when_the_profile_expects_hcas(tmp_path, monkeypatch):
+def test_expected_hcas_absent_from_the_bus_fail_and_unbound_ones_error_naming_the_driver(tmp_path,
+                                                                                       monkeypatch):
+    """One rule for every counted family (issue #25 item 5; no RDMA device used to be ERRORED)."""
     root = tmp_path / "infiniband"
     monkeypatch.setattr(infiniband, "SYSFS", root)
+    bus = tmp_path / "pci"
+    bus.mkdir()
+    monkeypatch.setattr(pci, "SYSFS", bus)
     ctx = ctx_for(tmp_path)
     ctx.hardware = {"hca_count": 8}
-    with pytest.raises(HarnessError, match=f"profile expects 8 RDMA devices .*found none in {root}") as e:
+    done = run_judged(KIND, params(), ctx)
+    (bad,) = [e for e in done.evaluations if e.outcome is Outcome.FAIL]
+    assert (bad.metric, bad.measured, bad.low) == ("ib.hca_count", 0.0, 8.0)
+    assert "none on the PCI bus (absent hardware, not a driver)" in bad.message
+    write_tree(bus, lines(CX7))  # 7 ConnectX-7 HCAs and a ConnectX-6 Dx, no driver bound
+    with pytest.raises(HarnessError, match=r"profile expects 8 RDMA adapters, found 0 in .*, but the PCI "
+                       r"bus has 8 \(0000:1a:00.0, .* and 4 more\): 8 with no driver bound: load "
+                       r"mlx5_core and mlx5_ib") as e:
         run_judged(KIND, params(), ctx)
     assert not isinstance(e.value, SkipCheck)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ibsysfs import h100_tree
 
+from harness.platform import pci
 from harness.run import session as app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,11 +79,17 @@ def test_the_shipped_interconnect_suite_port_checks_on_this_machine(tmp_path):
         assert nic["status"] == "errored" and "ethtool -S" in nic["message"]
 
 
-def test_profile_hca_count_makes_a_node_without_hcas_an_error(tmp_path):
+def test_profile_hca_count_fails_a_node_without_hcas_on_its_pci_bus(tmp_path, monkeypatch):
+    """Absent from the PCI bus is the hardware's fault (issue #25 item 5: it used to be ERRORED)."""
     if Path("/sys/class/infiniband").is_dir() and any(Path("/sys/class/infiniband").iterdir()):
         return  # a machine with RDMA devices: nothing to prove here
+    bus = tmp_path / "pci"
+    bus.mkdir()
+    monkeypatch.setattr(pci, "SYSFS", bus)  # a PCI bus without any RDMA adapter
     code, run_dir = run(tmp_path, "interconnect", "h100-sxm-8x", ("ib-ports-start",))
     (check,) = json.loads((run_dir / "results.json").read_text())["checks"]
-    assert code != 0 and check["status"] == "errored"
-    assert check["message"] == ("profile expects 8 RDMA devices (hardware.hca_count), found none in "
-                                "/sys/class/infiniband")
+    assert code == 1 and check["status"] == "failed"
+    assert check["message"] == ("the profile expects 8 RDMA adapters, found 0: none on the PCI bus "
+                                "(absent hardware, not a driver)")
+    (bad,) = [e for e in check["evaluations"] if e["outcome"] == "fail"]
+    assert (bad["metric"], bad["measured"], bad["low"]) == ("ib.hca_count", 0, 8)

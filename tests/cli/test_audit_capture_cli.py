@@ -10,6 +10,7 @@ import yaml
 from clihelp import harness, write
 
 from harness.audit.capture import capture_plan, portable, render
+from harness.audit.judge import judge_rule
 from harness.config.factrule import FactRule
 from harness.facts import Fact
 
@@ -36,8 +37,12 @@ def test_capture_on_this_node_never_weakens_the_parent_or_blesses_defects(tmp_pa
     parent = write(tmp_path / "strict-parent.yaml", PARENT)
     out = tmp_path / "golden.yaml"
     r = harness("audit", "capture", "-o", str(out), "--extends", str(parent))
-    assert r.returncode == 0, r.stderr
+    # the parent's 1 PiB shm rule fails here and stays in force: not a golden node, exit 1 (the
+    # file is still written, saying so)
+    assert r.returncode == 1, r.stderr
+    assert "NOT a golden node" in r.stdout and "which stays in force: host.shm_bytes" in r.stderr
     text = out.read_text()
+    assert "# NOT a golden node: it fails" in text
     rules = _facts(text)
     warned = r.stderr
     # the parent's shm minimum (1 PiB) fails here: reported, never replaced by a weaker one
@@ -86,3 +91,71 @@ def test_known_bad_states_and_parent_failures_are_reported_not_pinned():
     doc = yaml.safe_load(text)
     assert set(doc) == {"name", "extends", "description", "config"}
     assert [r for r in doc["config"] if r["fact"] == "host.nproc"] == [by["host.nproc"]]
+
+
+# Issue #25 item 8: what a golden config pins, per fact.
+IN_FORCE = """\
+name: site-parent
+config:
+  - {fact: host.memlock, equals: unlimited}
+  - {fact: host.nofile, min: 1000000000}
+  - {fact: host.kernel_cmdline.iommu, equals: pt}
+"""
+
+
+def test_capture_pins_site_invariants_not_what_is_absent_or_node_local(tmp_path: Path):
+    """Before: lib.nccl/lib.cudnn/net.ofed_version pinned as "absent", the exact kernel, MTU exactly,
+    host.container exactly: a sibling with NCCL installed, a newer kernel or jumbo frames failed."""
+    out = tmp_path / "golden.yaml"
+    r = harness("audit", "capture", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    doc = yaml.safe_load(out.read_text())
+    assert not [x for x in doc["config"] if x.get("equals") == "absent"]
+    facts = {x["fact"] for x in doc["config"]}
+    assert not facts & {"host.container", "host.cuda_visible_devices", "host.nvidia_visible_devices",
+                        "host.cgroup_memory_limit", "host.cgroup_cpu_quota"}
+    kernel = next(x for x in doc["config"] if x["fact"] == "host.kernel")
+    assert "equals" not in kernel and kernel["min_version"] and kernel["severity"] == "warn"
+    for rule in doc["config"]:
+        if rule["fact"] == "net.mtu" or rule["fact"].startswith("lib."):
+            assert "equals" not in rule, rule
+    if "absent" in out.read_text():  # a library this node lacks is listed, never pinned
+        assert "# absent on this node, so not pinned" in out.read_text()
+
+
+def test_a_sibling_with_nccl_a_newer_kernel_and_jumbo_frames_passes_the_golden_config():
+    node = [Fact("host.kernel", "6.1.0-27-amd64", "s"), Fact("lib.nccl", "absent", "s"),
+            Fact("lib.cudnn", "absent", "s"), Fact("net.ofed_version", "absent", "s"),
+            Fact("lib.cuda_runtime", "12.4", "s"), Fact("net.mtu", 1400, "s", {"nic": "ens5"}),
+            Fact("host.container", "docker", "s"), Fact("host.os", "Ubuntu 22.04.4 LTS", "s")]
+    sibling = [Fact("host.kernel", "6.1.0-28-amd64", "s"), Fact("lib.nccl", "2.21.5", "s"),
+               Fact("lib.cudnn", "9.1.0", "s"), Fact("net.ofed_version", "24.04-0.6.6", "s"),
+               Fact("lib.cuda_runtime", "12.6", "s"), Fact("net.mtu", 9000, "s", {"nic": "ib0"}),
+               Fact("host.container", "none", "s"), Fact("host.os", "Ubuntu 22.04.4 LTS", "s")]
+    rules, _ = capture_plan(node)
+    assert {r["fact"] for r in rules} == {"host.kernel", "lib.cuda_runtime", "net.mtu", "host.os"}
+    for r in rules:
+        rule = FactRule(**r)
+        assert all(o.outcome == "pass" for o in judge_rule(rule, "golden", sibling)), r
+    older = [Fact("host.kernel", "5.15.0-91-generic", "s")]
+    (kernel,) = [FactRule(**r) for r in rules if r["fact"] == "host.kernel"]
+    assert [o.outcome for o in judge_rule(kernel, "golden", older)] == ["warn"]
+
+
+def test_capture_on_a_node_that_fails_parent_rules_in_force_is_not_golden(tmp_path: Path):
+    """Before: exit 0 and "Every rule below passes on that node" while memlock, nofile and iommu of
+    the parent, which stay in force, failed on it."""
+    parent = write(tmp_path / "site-parent.yaml", IN_FORCE)
+    out = tmp_path / "golden.yaml"
+    r = harness("audit", "capture", "-o", str(out), "--extends", str(parent))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "NOT a golden node: it fails" in r.stdout
+    failing = [ln for ln in r.stderr.splitlines() if ln.startswith("error: this node fails")]
+    named = {ln.split("which stays in force: ")[1].split(":")[0] for ln in failing}
+    # this node's limits and command line: each rule of the parent that fails here is named
+    assert named and named <= {"host.memlock", "host.nofile", "host.kernel_cmdline.iommu"}
+    assert "host.nofile" in named  # no node allows a billion open files
+    assert "# NOT a golden node" in out.read_text()
+    run = harness("run", "prolog", "--profile", str(out), "--only", "config-audit", "--output",
+                  str(tmp_path / "r"), env={"HARNESS_HISTORY": "off"})
+    assert run.returncode == 1  # what the capture said: a run with this profile rejects the node

@@ -56,7 +56,7 @@ def test_noisy_golden_runs_are_warned_with_numbers_and_tails_only_warn(real: Run
     assert tails and all(e["severity"] == "warn" for e in tails)
     assert all("severity" not in e for e in rules if e["metric"] == "fio.bw")
     assert harness("validate", str(out)).returncode == 0
-    r = harness("baseline", "capture", *map(str, dirs[:1]), "--name", "strict", "--tails", "fail",
+    r = harness("baseline", "capture", *map(str, dirs), "--name", "strict", "--tails", "fail",
                 "--output", str(tmp_path / "strict.yaml"))
     assert r.returncode == 0, r.stderr
     strict = yaml.safe_load((tmp_path / "strict.yaml").read_text())["expectations"]
@@ -88,7 +88,7 @@ def test_tool_output_never_becomes_a_yaml_key(real: RunRecord, tmp_path: Path):
     # comment header became top-level keys (hardware:, config:) of a file that passed validation
     evil = "x\nhardware:\n  gpu: {count: 99}\nconfig:\n- {fact: host.nproc, min: 1}\n#"
     runs = [_app(derive(real, f"e{i}", f"2026-03-0{i + 1}T00:00:00Z"), 50.0 + i, {evil: evil})
-            for i in range(2)]
+            for i in range(3)]
     odd = CheckResult(evil, "command", Status.RECORDED, metrics=(Metric("other.thing", 1.0, "W", {}),))
     runs = [replace(r, checks=(*r.checks, odd)) for r in runs]
     dirs = [_save(r, tmp_path / r.run_id) for r in runs]

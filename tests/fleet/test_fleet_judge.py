@@ -57,8 +57,10 @@ def test_drain_reason_is_bounded():
 
 def test_an_errored_check_is_not_a_hardware_verdict():
     o = judge("n1", JOB, seen("FAILED", "", 1), {"rc": 1}, record("n1", 100.0, check_status=Status.ERRORED))
-    assert o.status is NodeStatus.ERRORED and o.drain_reason == ""
+    assert o.status is NodeStatus.ERRORED
     assert o.reason == "app errored: errored: tool crashed"
+    # drained only by --drain-unfit, with its own reason (issue #25 item 5)
+    assert o.drain_reason.startswith("harness: ERRORED app ")
 
 
 @pytest.mark.parametrize(("state", "reason", "rc", "expect"), [

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clihelp import ROOT
+from clihelp import ROOT, write
 from promhelp import pushgateway, scrape
 from slurmlab import OWNER, Lab, slurm_lab, stop_orphans
 
@@ -122,9 +122,11 @@ def test_fleet_run_reports_drains_exports_and_resumes(lab: Lab, tmp_path: Path):
         assert nodes[n]["run_dir"] == str(run_dir.relative_to(out))
         assert json.loads((out / "nodes" / n / "job-exit.json").read_text())["node"] == n
     shared = tmp_path / "shared" / "history.sqlite"
-    with SqliteStore(shared) as store:  # every node's run in one store (the lab's nodes share a
-        # hostname, so runs started in the same second share a run id: compared as sets)
-        recorded = {r.run_id for n in store.nodes() for r in store.runs(n.node_id)}
+    with SqliteStore(shared) as store:  # every node's run in one store: the lab's nodes share a
+        # hostname, and their runs of one second used to share a run id (4 nodes stored as 1 row)
+        recorded = [r.run_id for n in store.nodes() for r in store.runs(n.node_id)]
+    assert len(recorded) == len(set(recorded)) == 4, recorded
+    recorded = set(recorded)
     ran = {json.loads((p / "results.json").read_text())["run_id"]: json.loads(
         (p / "results.json").read_text())["history"]["store"]
            for n in lab.nodes for p in (out / "nodes" / n).iterdir() if (p / "results.json").is_file()}
@@ -207,6 +209,39 @@ def no_slurm_report(out: Path, tmp_path: Path) -> subprocess.CompletedProcess[st
     return subprocess.run([sys.executable, "-m", "harness", "fleet", "report", str(out)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "SLURM_CONF": str(tmp_path / "no-such-slurm.conf")})
+
+
+def test_drain_unfit_drains_an_errored_node_with_its_own_reason_and_resume_resumes_it(lab: Lab,
+                                                                                        tmp_path: Path):
+    """Issue #25 item 5: --drain-failed drains rejected nodes only; --drain-unfit drains an errored
+    node too ("harness: ERRORED ..."), and `fleet resume` resumes it like any harness drain."""
+    (tmp_path / "bench.py").write_text("import os, sys\n"
+                                       "sys.exit(5 if os.environ.get('SLURMD_NODENAME') == 'n2' else 0)\n")
+    suite = write(tmp_path / "suite.yaml", f"""\
+name: unfit
+checks:
+  - id: app
+    kind: command
+    params: {{argv: [{sys.executable}, {tmp_path / "bench.py"}]}}
+    expect: [{{metric: command.duration, max: 3600, unit: s}}]
+""")
+    profile = write(tmp_path / "lenient.yaml", PROFILE)
+    out = tmp_path / "fleet"
+    r = fleet(lab, "run", str(suite), "--nodes", "n[1-2]", "--output", str(out), "--profile", str(profile),
+              "--time", "10", "--drain-failed", "--poll-interval", "1s", "--history", "off")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert json.loads((out / "fleet.json").read_text())["drain"] == [] and "  drained " not in r.stdout
+    try:
+        r = fleet(lab, "report", str(out), "--drain-unfit")
+        assert r.returncode == 3, r.stdout + r.stderr
+        (line,) = [ln for ln in r.stdout.splitlines() if ln.startswith("  drained ")]
+        assert line.startswith("  drained n2: harness: ERRORED app "), line
+        state, reason = lab.node_state("n2")
+        assert state.startswith("drain") and reason.startswith("harness: ERRORED app ")
+        r = fleet(lab, "resume", str(out))
+        assert r.returncode == 0 and "resumed n2 (was: harness: ERRORED app " in r.stdout, r.stdout
+    finally:
+        lab.run("scontrol", "update", "nodename=n2", "state=resume")
 
 
 def test_no_wait_then_status_then_report(lab: Lab, tmp_path: Path):

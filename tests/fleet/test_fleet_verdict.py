@@ -50,7 +50,9 @@ def test_accepted_with_warned_and_skipped_checks_says_so():
 def test_a_node_whose_checks_all_skipped_is_untested_not_accepted():
     rec = replace(record("n1", 100.0), checks=(SKIP, replace(SKIP, id="md-raid", message="no md arrays")))
     o = judge("n1", JOB, seen("FAILED", 4), {"rc": 4}, rec)
-    assert o.status is NodeStatus.UNTESTED and o.drain_reason == ""  # nothing measured badly: no drain
+    assert o.status is NodeStatus.UNTESTED  # nothing measured badly: drained by --drain-unfit only
+    assert o.drain_reason == ("harness: UNTESTED no check judged anything (2 skipped); skipped: "
+                              "nvme-health (no NVMe devices), md-raid (no md arrays)")[:120].rstrip()
     assert o.reason == ("no check judged anything (2 skipped); skipped: nvme-health (no NVMe devices), "
                         "md-raid (no md arrays)")
 
@@ -141,7 +143,9 @@ def test_fleet_status_and_report_name_skipped_and_warned_checks(tmp_path: Path):
     assert st.returncode == 4, st.stdout + st.stderr
     lines = {ln.split()[0]: ln for ln in st.stdout.splitlines() if ln.startswith("n")}
     assert " UNTESTED " in lines["n1"]
-    assert "no check judged anything (1 skipped); skipped: gpu-probe (no NVIDIA GPU" in lines["n1"]
+    # --only left out inventory, which the profile's hardware block expects (host.memory)
+    assert "no check judged anything (1 skipped); inventory left out by --only, but profile" in lines["n1"]
+    assert "; skipped: gpu-probe (no NVIDIA GPU" in lines["n1"]
     assert " ACCEPTED " in lines["n2"] and "all checks passed" not in lines["n2"]
     assert "1 passed; warned: hot; skipped: gpu-probe (no NVIDIA GPU" in lines["n2"]
     rep = harness("fleet", "report", str(fleet))

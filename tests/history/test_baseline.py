@@ -23,7 +23,7 @@ from harness.model import CheckResult, Metric, Outcome, RunRecord, Status
 
 @pytest.fixture(scope="module")
 def golden(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    return quick_runs(tmp_path_factory.mktemp("golden"), 2)
+    return quick_runs(tmp_path_factory.mktemp("golden"), 3)
 
 
 def test_capture_from_real_runs_writes_a_valid_profile_they_pass(golden: list[Path], tmp_path: Path):
@@ -37,7 +37,8 @@ def test_capture_from_real_runs_writes_a_valid_profile_they_pass(golden: list[Pa
     text = out.read_text()
     header = [line for line in text.splitlines() if line.startswith("#")]
     records = [load(d) for d in golden]
-    assert f"from 2 accepted run(s): {records[0].run_id}, {records[1].run_id}" in header[1]
+    assert f"from 3 accepted run(s): {records[0].run_id}, {records[1].run_id}, {records[2].run_id}" \
+        in header[1]
     assert any(line.startswith(f"# nodes: {records[0].host} (system serial") for line in header)
     assert any("kernel" in line for line in header if line.startswith("# software:"))
     doc = yaml.safe_load(text)
@@ -51,8 +52,8 @@ def test_capture_from_real_runs_writes_a_valid_profile_they_pass(golden: list[Pa
     if ("fio.iops", key) in by:
         iops = by[("fio.iops", key)]
         assert iops.check == "fio" and iops.upper is None and iops.lower is not None and iops.lower >= 0.05
-        assert min(values) <= iops.reference <= max(values)  # the median of two
-    else:  # two real runs on a busy machine may disagree beyond the cap: then it is a warning
+        assert min(values) <= iops.reference <= max(values)  # the median of three
+    else:  # real runs on a busy machine may disagree beyond the cap: then it is a warning
         assert "fio/fio.iops{job=randread_4k,rw=read}: not baselined" in r.stderr, (values, r.stderr)
     if ("fio.clat_p99", key) in by:
         p99 = by[("fio.clat_p99", key)]
@@ -70,7 +71,7 @@ def test_capture_from_real_runs_writes_a_valid_profile_they_pass(golden: list[Pa
 def test_capture_extends_a_profile_and_only_overrides_what_was_measured(golden: list[Path],
                                                                          tmp_path: Path):
     out = tmp_path / "site.yaml"
-    r = harness("baseline", "capture", str(golden[0]), "--name", "site-vm", "--output", str(out),
+    r = harness("baseline", "capture", *map(str, golden), "--name", "site-vm", "--output", str(out),
                 "--extends", "generic")
     assert r.returncode == 0, r.stderr
     prof = load_profile(out)
@@ -83,7 +84,7 @@ def test_capture_extends_a_profile_and_only_overrides_what_was_measured(golden: 
 def test_capture_refuses_rejected_runs_and_existing_files(golden: list[Path], tmp_path: Path):
     out = tmp_path / "p.yaml"
     out.write_text("name: keep\n")
-    r = harness("baseline", "capture", str(golden[0]), "--name", "p", "--output", str(out))
+    r = harness("baseline", "capture", *map(str, golden), "--name", "p", "--output", str(out))
     assert r.returncode == 2 and "exists; pass --force" in r.stderr
     assert out.read_text() == "name: keep\n"
     bad = replace(load(golden[0]), checks=(*load(golden[0]).checks,
@@ -95,6 +96,16 @@ def test_capture_refuses_rejected_runs_and_existing_files(golden: list[Path], tm
     r = harness("baseline", "capture", str(golden[0]), "--name", "bad name!", "--output",
                 str(tmp_path / "r.yaml"))
     assert r.returncode == 2 and "profile name 'bad name!'" in r.stderr
+
+
+def test_a_baseline_from_fewer_than_three_golden_runs_is_refused(golden: list[Path], tmp_path: Path):
+    """Issue #25 item 8: two runs (whose equal counts give a MAD of 0) used to make a baseline."""
+    out = tmp_path / "two.yaml"
+    r = harness("baseline", "capture", *map(str, golden[:2]), "--name", "two", "--output", str(out))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "a baseline needs at least 3 golden runs, got 2" in r.stderr
+    assert not out.exists()
+    assert baseline.MIN_RUNS == 3
 
 
 def test_gpu_runs_give_hardware_and_per_gpu_bands(golden: list[Path], tmp_path: Path):
@@ -143,7 +154,7 @@ def _records(table: list[list[list[float]]]) -> list[RunRecord]:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.integers(1, 4).flatmap(lambda runs: st.integers(1, 3).flatmap(
+@given(st.integers(3, 4).flatmap(lambda runs: st.integers(1, 3).flatmap(
     lambda reps: st.lists(st.lists(st.lists(_value, min_size=reps, max_size=reps),
                                    min_size=len(_METRICS), max_size=len(_METRICS)),
                           min_size=runs, max_size=runs))))

@@ -121,7 +121,8 @@ def test_live_collect_reads_the_pci_tree_and_a_failing_lsblk(tmp_path, monkeypat
     inv = live.collect(gpu_probe=lambda: no_driver, pci_root=root)
     assert len(inv["pci_gpus"]) == 8 and inv["pci_gpus"][0]["device_id"] == "0x2330"
     assert inv["nvml"]["reason"] == ("8 NVIDIA GPUs on the PCI bus but NVML not loadable: is the driver "
-                                     "loaded? (NVML not loadable: Driver Not Loaded)")
+                                     "loaded? (NVML not loadable: Driver Not Loaded); no driver bound "
+                                     "to them: load nvidia")  # the tree's functions have no driver link
     assert inv["unknown"]["block_devices"].startswith("lsblk failed (exit status 32): lsblk: failed to")
     assert inv["block_devices"] == []
 

@@ -44,11 +44,11 @@ def test_each_expected_check_shows_the_rule_and_what_a_skip_means(tmp_path: Path
     assert set(got) == {"inventory", "nvme-health", "scratch"}
     expected = {k: [ln for ln in v if ln.startswith(LINE)] for k, v in got.items()}
     assert expected["nvme-health"] == [
-        f"{LINE}nvme.count >= 4  [sku (hardware)]; if it is skipped, the run is UNTESTED"]
+        f"{LINE}nvme.count >= 4  [sku (hardware)]; if it is skipped or left out, the run is UNTESTED"]
     assert expected["inventory"] == [
-        f"{LINE}host.nvme_count >= 4  [sku (hardware)]; if it is skipped, the run is UNTESTED"]
+        f"{LINE}host.nvme_count >= 4  [sku (hardware)]; if it is skipped or left out, the run is UNTESTED"]
     assert expected["scratch"] == [
-        f"{LINE}fio.bw{{job=r}} >= 10 MB/s  [sku]; if it is skipped, the run is UNTESTED"]
+        f"{LINE}fio.bw{{job=r}} >= 10 MB/s  [sku]; if it is skipped or left out, the run is UNTESTED"]
     assert got["scratch"][0].startswith(LINE)  # right under the check's header
     assert not (tmp_path / "o").exists()  # a dry run writes nothing
 

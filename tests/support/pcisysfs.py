@@ -44,3 +44,12 @@ def write_tree(root: Path, text: Iterable[str], drop: Iterable[str] = (),
         (d / "device").write_text(f"0x{dev}\n")
         (d / "class").write_text(f"0x{m['cls']}00\n")
     return root
+
+
+CX7 = DATA / "lspci_-Dnn_connectx7_ib.txt"
+
+
+def bind(root: Path, address: str, driver: str) -> None:
+    """Bind a function of the tree to a driver, as the kernel shows it: a `driver` symlink whose
+    target's name is the driver (../../../bus/pci/drivers/<driver>)."""
+    (root / address / "driver").symlink_to(f"../../../bus/pci/drivers/{driver}")
