@@ -179,7 +179,8 @@ def judge(node: str, job: NodeJob, seen: SeenJob | None, exit_file: Mapping[str,
     if state is None:
         if record is not None and complete:
             return _from_record(base, record)
-        return _with(base, NodeStatus.PENDING, "submitted; not polled yet")
+        return _with(base, NodeStatus.PENDING, "submitted; not polled yet" if job.job_id
+                     else "no complete run in the results volume yet")
     if not state.started:
         return _with(base, NodeStatus.PENDING, f"waiting to start: {state.describe()}")
     if not state.finished:

@@ -98,7 +98,7 @@ def analyse_dir(fleet_dir: Path, poll: bool, settings: OutlierSettings | None = 
     settings = settings or OutlierSettings()
     manifest = layout.load_manifest(fleet_dir)
     seen = None
-    if poll:
+    if poll and manifest.options.get("layout") != layout.VOLUME:  # a volume's jobs are Kubernetes'
         try:
             seen = dispatch.refresh(fleet_dir, manifest)
         except SlurmError as e:
@@ -189,7 +189,7 @@ def export(target: Path, exports: Exports) -> int:
     """`harness fleet export`: a fleet directory or a single run directory to Prometheus."""
     if not exports.textfile and not exports.pushgateway:
         raise UsageError("give --prom-textfile PATH and/or --pushgateway URL")
-    if (target / layout.MANIFEST).exists():
+    if (target / layout.MANIFEST).exists() or layout.volume_nodes(target):
         _export(target, analyse_dir(target, False, OutlierSettings()), exports)
         return 0
     record = results.load(target)
