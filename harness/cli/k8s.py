@@ -11,7 +11,7 @@ def k8s() -> None:
 
 
 @k8s.command()
-@click.option("--suite", "-s", required=True,
+@click.option("--suite", "-s", default="acceptance", show_default=True,
               help="suite the Jobs and CronJobs run (a name, or a file in the image)")
 @click.option("--nodes", "-w", default="", help="hostlist of Kubernetes node names, e.g. 'gpu[001-128]'")
 @click.option("--kind", "kinds", multiple=True, type=click.Choice(["job", "cronjob", "daemonset"]),
@@ -29,7 +29,7 @@ def k8s() -> None:
 @click.option("--results-hostpath", default="/var/lib/harness/results", show_default=True,
               help="results on each node, as <node>/<run>/")
 @click.option("--prom-textfile", metavar="HOSTDIR",
-              help="node_exporter's textfile directory on the host: every run writes harness.prom there")
+              help="node_exporter's textfile directory on the host: each Job's run writes harness.prom there")
 @click.option("--schedule", default="0 6 1 1,4,7,10 *", show_default=True, help="the CronJobs' schedule")
 @click.option("--health-suite", default="prolog", show_default=True, help="the DaemonSet's read-only suite")
 @click.option("--interval", type=click.IntRange(min=30), default=300, show_default=True,

@@ -297,7 +297,7 @@ def stream(fleet_dir: Path, manifest: Manifest,
     results.json is read once, when the node is asked for."""
     for node in manifest.nodes:
         job = manifest.jobs[node]
-        dirs = layout.run_dirs(fleet_dir, node)
+        dirs = layout.run_dirs(fleet_dir, node, layout.is_volume(manifest))
         record, rows, problem = load_run(dirs[-1]) if dirs else (None, [], "")
         rel = str(dirs[-1].relative_to(fleet_dir)) if dirs else None
         tail = _tail(layout.slurm_output(fleet_dir, node, job.job_id))

@@ -98,7 +98,7 @@ def analyse_dir(fleet_dir: Path, poll: bool, settings: OutlierSettings | None = 
     settings = settings or OutlierSettings()
     manifest = layout.load_manifest(fleet_dir)
     seen = None
-    if poll and manifest.options.get("layout") != layout.VOLUME:  # a volume's jobs are Kubernetes'
+    if poll and not layout.is_volume(manifest):  # a volume's jobs are Kubernetes'
         try:
             seen = dispatch.refresh(fleet_dir, manifest)
         except SlurmError as e:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.errors import UsageError
@@ -123,7 +123,9 @@ def _meta(name: str, s: Settings, node: str | None = None, part: str = "acceptan
 
 def _job_spec(s: Settings, node: str) -> dict[str, Any]:
     vols, mounts = _volumes(s)
-    container = _container(s, [], _run_args(s, s.suite, f"{RESULTS_MOUNT}/$(NODE_NAME)"), mounts, s.gpus)
+    mine = f"{RESULTS_MOUNT}/$(NODE_NAME)"  # the node's history lives beside its runs, past the pod
+    container = _container(s, [], _run_args(s, s.suite, mine, "--history", f"{mine}/history.sqlite"),
+                           mounts, s.gpus)
     return {"backoffLimit": 0, "activeDeadlineSeconds": s.deadline_s, "ttlSecondsAfterFinished": 7 * 86400,
             "template": {"metadata": {"labels": _meta("", s, node)["labels"]},
                          "spec": _pod(s, container, vols, "Never", node)}}
@@ -154,7 +156,9 @@ def health_script(s: Settings) -> str:
 
 def daemonset(s: Settings) -> dict[str, Any]:
     """The read-only health suite on every GPU node, for node-problem-detector; its runs stay on
-    the node (HEALTH_DIR, the newest 5 kept), apart from the results volume's acceptance runs."""
+    the node (HEALTH_DIR, the newest 5 kept), apart from the results volume's acceptance runs. It
+    writes no textfile: a node has one harness.prom, its last Job's."""
+    s = replace(s, prom_textfile=None)
     vols, mounts = _volumes(s, results=False)
     for name, path in (("npd", NPD_DIR), ("health", HEALTH_DIR)):
         vols.append({"name": name, "hostPath": {"path": path, "type": "DirectoryOrCreate"}})

@@ -81,8 +81,7 @@ class SeenJob:
 
 
 def node_dir(fleet_dir: Path, node: str) -> Path:
-    """DIR/nodes/<node> of a fleet directory, VOLUME/<node> of a results volume."""
-    return fleet_dir / NODES / node if (fleet_dir / MANIFEST).exists() else fleet_dir / node
+    return fleet_dir / NODES / node
 
 
 def volume_nodes(volume: Path) -> list[str]:
@@ -164,9 +163,14 @@ def read_exit_file(fleet_dir: Path, node: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def run_dirs(fleet_dir: Path, node: str) -> list[Path]:
-    """The node's run directories (those holding results.json), oldest first."""
-    base = node_dir(fleet_dir, node)
+def is_volume(manifest: Manifest) -> bool:
+    return manifest.options.get("layout") == VOLUME
+
+
+def run_dirs(fleet_dir: Path, node: str, volume: bool = False) -> list[Path]:
+    """The node's run directories (those holding results.json), oldest first; `volume`: in
+    VOLUME/<node>/ of a results volume rather than DIR/nodes/<node>/."""
+    base = fleet_dir / node if volume else node_dir(fleet_dir, node)
     if not base.is_dir():
         return []
     return sorted(p for p in base.iterdir() if (p / "results.json").is_file())
