@@ -344,6 +344,6 @@ KIND = CheckKind(
     requires=(Need("gpu_burn", "build github.com/wilicc/gpu-burn and put gpu_burn (and compare.ptx) on PATH",
                    use="engine: gpu-burn (default)", group="engine", version_args=()),
               needs.torch("engine: builtin", "engine"), needs.cupy("engine: builtin", "engine"),
-              Need("dcgmi", "NVIDIA DCGM: apt-get install datacenter-gpu-manager", use="engine: dcgm",
+              Need("dcgmi", needs.DCGM_HINT, use="engine: dcgm",
                    group="engine")),
 )
