@@ -145,6 +145,9 @@ def _export(fleet_dir: Path, rep: FleetReport, exports: Exports) -> None:
 
 def _report(fleet_dir: Path, drain_failed: bool, exports: Exports, settings: OutlierSettings | None,
             poll: bool) -> int:
+    if drain_failed and not (fleet_dir / layout.MANIFEST).exists():
+        raise UsageError(f"--drain-failed drains Slurm nodes; {fleet_dir} is no Slurm fleet directory "
+                         "(on Kubernetes: kubectl cordon the nodes fleet.json lists under drain)")
     rep = analyse_dir(fleet_dir, poll, settings or OutlierSettings())
     paths = fleet_report.write(fleet_dir, rep)
     _print_summary(rep)

@@ -137,6 +137,9 @@ def test_fleet_report_reads_the_results_volume_the_jobs_write(tmp_path: Path):
     assert nodes["gpu001"]["run_dir"].startswith("gpu001/gpu001-")
     assert (volume / nodes["gpu001"]["run_dir"] / "report.html").is_file()
     assert 'node="gpu003"' in (tmp_path / "harness.prom").read_text()
+    assert [d["node"] for d in fleet["drain"]] == ["gpu003"]
+    r = harness("fleet", "report", str(volume), "--drain-failed")
+    assert r.returncode == 2 and "kubectl cordon" in r.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     r = harness("fleet", "report", str(empty))
