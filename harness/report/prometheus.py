@@ -26,7 +26,7 @@ where `metric` names the family of the series concerned. Label values come from 
 hardware (check ids, GPU indexes, job names), so label sets stay small and bounded; timestamps
 are values, never labels, and a run id labels harness_run_info alone. No family ends in `_count`,
 `_sum` or `_bucket` (reserved for histograms and summaries; promtool refuses them): a count of
-devices is `_devices` (`harness_gpu_devices`).
+devices is `_devices` (`harness_gpu_devices`); a drive's power-on hours are exported as seconds.
 """
 
 from __future__ import annotations
@@ -64,7 +64,10 @@ _NAMES = {"data_path.samples_per_s": "data_path", "nvme.percentage_used": "nvme_
           "nvme.data_units_read": "nvme_data_read", "nvme.data_units_written": "nvme_data_written",
           # `_count` is reserved for histograms and summaries
           "gpu.count": "gpu_devices", "host.nvme_count": "host_nvme_devices", "nvme.count": "nvme_devices",
-          "ib.hca_count": "ib_hca_devices", "gpu.nvswitch_count": "gpu_nvswitch_devices"}
+          "ib.hca_count": "ib_hca_devices", "gpu.nvswitch_count": "gpu_nvswitch_devices",
+          # counted in hours by the drive; exported in the base unit (_SCALE)
+          "nvme.power_on_hours": "nvme_power_on_seconds", "disk.power_on_hours": "disk_power_on_seconds"}
+_SCALE = {"nvme.power_on_hours": 3600.0, "disk.power_on_hours": 3600.0}  # value factor beside PROM_BASE's
 RESERVED_SUFFIXES = ("_count", "_sum", "_bucket")
 
 
@@ -178,7 +181,7 @@ def metric_samples(check: CheckResult, node: str, uuids: Mapping[str, str]) -> l
     """One sample per measured value of a check, in its family's base unit."""
     out = []
     for m in summarised(check.metrics):
-        factor = PROM_BASE.get(m.unit, ("", 1.0))[1]
+        factor = _SCALE.get(m.name) or PROM_BASE.get(m.unit, ("", 1.0))[1]
         labels = (("node", node), ("check", check.id), *label_pairs(m.labels, uuids))
         out.append(Sample(family(m.name, m.unit), tuple(sorted(labels)), float(m.value) * factor,
                           is_counter(m.name)))

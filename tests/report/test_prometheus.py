@@ -127,6 +127,25 @@ def test_no_family_ends_in_a_suffix_reserved_for_histograms_and_summaries():
     assert prom.family("app.bytes_sum", "B") == "harness_app_bytes_sum_bytes"
 
 
+def test_promtool_finds_no_problem_in_a_full_export():
+    """Every kind of family at once (GPU series, counters, ratios, drift, check status) through the
+    real linter: `promtool check metrics` exits 0 and says nothing."""
+    import subprocess
+
+    from promhelp import need
+
+    exe = need("promtool", "prometheus")
+    catalogue = CheckResult("all", "command", Status.PASSED, "", "2026-01-01T00:00:00Z", 1.0,
+                            tuple(Metric(n, 1.0, s.unit) for n, s in catalog.METRICS.items()))
+    rec = samples.record()
+    text = prom.exposition(prom.run_samples(replace(rec, checks=(*rec.checks, catalogue)), NODE))
+    r = subprocess.run([exe, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout + r.stderr) == (0, "")
+    # a drive counts power-on hours; promtool wants base units: seconds
+    (hours,) = series(text, "harness_nvme_power_on_seconds_total").values()
+    assert hours == 3600.0
+
+
 def test_run_info_names_suite_profile_version_and_run():
     rec = samples.record()
     (info,) = series(prom.exposition(prom.run_samples(rec, NODE)), "harness_run_info").items()
