@@ -73,7 +73,7 @@ def cli() -> None:
               help="write the run's Prometheus exposition to DIR/harness.prom (node_exporter's textfile "
                    "collector directory), atomically")
 @click.option("--npd", is_flag=True,
-              help="node-problem-detector custom plugin: one line of at most 80 characters; exit 0 "
+              help="node-problem-detector custom plugin: one line of at most 80 bytes; exit 0 "
                    "accepted (OK), 1 rejected (NonOK), other codes Unknown")
 @click.pass_context
 def run(ctx: click.Context, suite: str | None, profile: str | None, output: Path, only: tuple[str, ...],
