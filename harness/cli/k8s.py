@@ -34,9 +34,12 @@ def k8s() -> None:
 @click.option("--health-suite", default="prolog", show_default=True, help="the DaemonSet's read-only suite")
 @click.option("--interval", type=click.IntRange(min=30), default=300, show_default=True,
               help="seconds between the DaemonSet's health runs")
+@click.option("--runtime-class", metavar="NAME",
+              help="the pods' runtimeClassName (e.g. nvidia, where NVIDIA's runtime is not the default)")
 def render(suite: str, nodes: str, kinds: tuple[str, ...], image: str, namespace: str, profile: str | None,
            gpus: int, privileged: bool, results_pvc: str | None, results_hostpath: str,
-           prom_textfile: str | None, schedule: str, health_suite: str, interval: int) -> None:
+           prom_textfile: str | None, schedule: str, health_suite: str, interval: int,
+           runtime_class: str | None) -> None:
     """Write the manifests to stdout (one YAML stream); apply with `kubectl apply -f -`."""
     # start-up: the manifests and ClusterShell load only for this command
     from harness.fleet import k8s as manifests
@@ -45,6 +48,7 @@ def render(suite: str, nodes: str, kinds: tuple[str, ...], image: str, namespace
     settings = manifests.Settings(suite=suite, image=image, namespace=namespace, profile=profile, gpus=gpus,
                                   privileged=privileged, results_pvc=results_pvc,
                                   results_hostpath=results_hostpath, prom_textfile=prom_textfile,
-                                  schedule=schedule, interval_s=interval, health_suite=health_suite)
+                                  schedule=schedule, interval_s=interval, health_suite=health_suite,
+                                  runtime_class=runtime_class)
     names = expand_nodes(nodes) if nodes.strip() else []
     click.echo(manifests.dump(manifests.render(settings, kinds or ("job",), names)), nl=False)

@@ -178,6 +178,9 @@ def status(fleet_dir: Path) -> int:
 def resume(fleet_dir: Path) -> int:
     """`harness fleet resume`: resume the fleet's nodes the harness drained, and no other."""
     manifest = layout.load_manifest(fleet_dir)
+    if layout.is_volume(manifest):
+        raise UsageError(f"{fleet_dir} is a results volume, not a Slurm fleet: nothing was drained "
+                         "(on Kubernetes: kubectl uncordon)")
     failed = 0
     for a in drain.resume(fleet_dir, list(manifest.nodes)):
         if a.action == "resume":

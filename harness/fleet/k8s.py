@@ -49,6 +49,7 @@ class Settings:
     interval_s: int = 300  # the DaemonSet's health runs
     health_suite: str = "prolog"
     deadline_s: int = 4 * 3600  # a Job's activeDeadlineSeconds
+    runtime_class: str | None = None  # e.g. nvidia, where NVIDIA's runtime is not the default
 
 
 def dns_name(*parts: str) -> str:
@@ -109,6 +110,8 @@ def _pod(s: Settings, container: dict[str, Any], volumes: list[dict[str, Any]], 
     }
     if node is not None:
         spec["nodeSelector"] = {"kubernetes.io/hostname": node}
+    if s.runtime_class:
+        spec["runtimeClassName"] = s.runtime_class
     return spec
 
 

@@ -36,8 +36,9 @@ def container(doc: dict) -> dict:
 def test_every_manifest_validates_against_the_api_schemas(version: str):
     docs = render("--suite", "acceptance", "--nodes", "gpu[001-003]", "--kind", "job", "--kind", "cronjob",
                   "--kind", "daemonset", "--image", IMAGE, "--results-pvc", "harness-results",
-                  "--prom-textfile", "/var/lib/node_exporter/textfile")
+                  "--prom-textfile", "/var/lib/node_exporter/textfile", "--runtime-class", "nvidia")
     assert [d["kind"] for d in docs] == ["Job"] * 3 + ["CronJob"] * 3 + ["DaemonSet"]
+    assert {container(d)["_pod"]["runtimeClassName"] for d in docs} == {"nvidia"}
     for d in docs:
         kv.validate(d, version, strict=True)
     broken = json.loads(json.dumps(docs[0]))
@@ -140,6 +141,10 @@ def test_fleet_report_reads_the_results_volume_the_jobs_write(tmp_path: Path):
     assert [d["node"] for d in fleet["drain"]] == ["gpu003"]
     r = harness("fleet", "report", str(volume), "--drain-failed")
     assert r.returncode == 2 and "kubectl cordon" in r.stderr
+    r = harness("fleet", "resume", str(volume))
+    assert r.returncode == 2 and "kubectl uncordon" in r.stderr
+    r = harness("fleet", "status", str(volume))  # nothing to ask Slurm: the runs say it
+    assert r.returncode == 1 and "gpu003" in r.stdout and "REJECTED" in r.stdout, r.stdout + r.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     r = harness("fleet", "report", str(empty))
