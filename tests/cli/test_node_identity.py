@@ -93,3 +93,29 @@ def test_prom_textfile_must_be_a_directory(tmp_path: Path):
              "--prom-textfile", str(tmp_path / "missing"))
     assert r.returncode == 2 and "--prom-textfile" in r.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_the_machine_stays_one_node_in_history_when_its_pod_reports_another_name(tmp_path: Path):
+    """Names come and go (a pod rescheduled, a node renamed); the DMI serial keeps the history one node."""
+    from harness.history.store import open_store
+    from harness.run import session as app
+
+    suite = write(tmp_path / "tiny.yaml", SUITE.split("  - id: inventory")[0])
+    profile = write(tmp_path / "lenient.yaml", LENIENT)
+    store = tmp_path / "history.sqlite"
+
+    def machine() -> dict[str, object]:
+        return {"host": {"hostname": "harness-acceptance-gpu017-x7k2p"}, "system": {"serial": "SN-7Q2M4K9"}}
+
+    for name in ("gpu017", "rack4-gpu017"):
+        done = app.execute(suite=str(suite), profile=str(profile), output=tmp_path / "out", history=store,
+                           node=name, argv=("harness",), inventory_probe=machine)
+        assert done.code == 0 and done.record is not None and done.record.host == name
+        assert done.record.inventory["host"]["os_hostname"] == "harness-acceptance-gpu017-x7k2p"
+    db = open_store(store)
+    try:
+        (row,) = db.nodes()
+        assert (row.name, row.system_serial) == ("rack4-gpu017", "SN-7Q2M4K9")
+        assert [r.hostname for r in db.runs(row.node_id)] == ["gpu017", "rack4-gpu017"]
+    finally:
+        db.close()
