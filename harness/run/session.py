@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError, ConfigProblem, HarnessError, UsageError, printable
+from harness.fsutil import output_dir_problem
 from harness.model import RunRecord, join_labels
 from harness.report.fmt import fmt_status
 
@@ -177,6 +178,9 @@ def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepa
         return _resume(opts.resume, inventory_probe, node)
     loaded = config.load_suite(config.find_suite(opts.suite or "smoke"), kinds())
     checks = plan.select_checks(loaded, opts.only, opts.skip)  # argument errors before any work
+    bad_output = output_dir_problem(opts.output)
+    if bad_output is not None:
+        raise UsageError(f"--output {opts.output}: {bad_output}")
     inventory = as_node(inventory_probe() if inventory_probe else sysinfo.collect(), node)
     if opts.profile:
         prof = config.load_profile(opts.profile)
