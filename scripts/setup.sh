@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Install what the harness needs on a fresh Debian/Ubuntu machine (as root), into ./.venv.
-#   scripts/setup.sh          runtime: fio, util-linux, ethtool, stress-ng, Python venv with the package
-#   scripts/setup.sh --test   also what the tests need: chromium, e2fsprogs, iperf3, stress-ng, Slurm +
-#                             munge, prometheus-pushgateway, prometheus, pipx, test extras (with pandas
-#                             and pyarrow)
+#   scripts/setup.sh          runtime: fio, util-linux, ethtool, stress-ng, nvme-cli, iperf3, ipmitool,
+#                             Python venv with the package
+#   scripts/setup.sh --test   also what the tests need: chromium, e2fsprogs, smartmontools, Slurm +
+#                             munge, prometheus-pushgateway, prometheus, pipx, buildah + mmdebstrap, test
+#                             extras (with pandas, pyarrow and kubernetes-validate)
+# When another apt or dpkg holds the lock (unattended-upgrades on a fresh machine), setup waits for it,
+# at most SETUP_LOCK_WAIT seconds (default 600), then fails naming the lock.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want_test=0; [ "${1:-}" = "--test" ] && want_test=1
@@ -13,13 +16,15 @@ pkgs=(fio util-linux python3 python3-venv python3-pip)
 pkgs+=(ethtool)
 # the power_headroom check loads CPUs and memory with stress-ng during its full-system load
 pkgs+=(stress-ng)
-[ $want_test = 1 ] && pkgs+=(chromium e2fsprogs fdisk iperf3 stress-ng poppler-utils)  # poppler: pdftoppm, pdftotext
+# the nvme_health check reads SMART logs with nvme-cli; the iperf3 check measures TCP with iperf3
+pkgs+=(nvme-cli iperf3)
+[ $want_test = 1 ] && pkgs+=(chromium e2fsprogs fdisk poppler-utils)  # poppler: pdftoppm, pdftotext
 # the data-loss guard's tests plant XFS and LVM headers past offset 0 on loop devices
 [ $want_test = 1 ] && pkgs+=(xfsprogs lvm2)
 # ... and make GPTs with sgdisk (partitions at 17 KiB, the backup table of a disk that grew)
 [ $want_test = 1 ] && pkgs+=(gdisk)
 # the storage tests run the real nvme-cli and smartctl (their errors on a node without NVMe)
-[ $want_test = 1 ] && pkgs+=(nvme-cli smartmontools)
+[ $want_test = 1 ] && pkgs+=(smartmontools)
 # the port-health tests run the real ibstat (its answer on a node without HCAs)
 [ $want_test = 1 ] && pkgs+=(infiniband-diags)
 # the rdma tests run the real perftest binaries (their errors on a node without HCAs) and the audit
@@ -31,19 +36,28 @@ pkgs+=(stress-ng)
 [ $want_test = 1 ] && pkgs+=(prometheus)
 # the packaging test installs the wheel with pipx as well as into a fresh venv
 [ $want_test = 1 ] && pkgs+=(pipx)
+# the image test builds deploy/image/Containerfile with buildah on a Debian rootfs made by mmdebstrap
+[ $want_test = 1 ] && pkgs+=(buildah mmdebstrap)
 # node power and PSU state come from the BMC through ipmitool (harness/platform/bmc.py); the BMC
 # tests run it against OpenIPMI's ipmi_sim with a DCMI module built by gcc (tests/support/bmcsim.py) and
 # Redfish against a local HTTPS server with an openssl certificate
 pkgs+=(ipmitool)
 [ $want_test = 1 ] && pkgs+=(openipmi gcc libopenipmi-dev openssl)
+# Wait (bounded) until no apt or dpkg holds its locks (scripts/apt-lock-wait.sh)
+lock_wait=${SETUP_LOCK_WAIT:-600}
+wait_for_apt() {
+  command -v python3 >/dev/null || return 0  # apt-get's own DPkg::Lock::Timeout below still waits
+  scripts/apt-lock-wait.sh "$lock_wait" /var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock
+}
+apt_get() { wait_for_apt && apt-get -o DPkg::Lock::Timeout="$lock_wait" "$@"; }
 missing=()
 for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then echo "setup: missing Debian packages ${missing[*]}; run as root" >&2; exit 1; fi
   echo "setup: apt-get install ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt_get update -qq
+  apt_get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
 PY=${PYTHON:-python3}

@@ -417,6 +417,6 @@ KIND = CheckKind(
                    "or compare.ptx from builds before 2026-05) on PATH",
                    use="engine: gpu-burn (default)", group="engine", version_args=()),
               needs.torch("engine: builtin", "engine"), needs.cupy("engine: builtin", "engine"),
-              Need("dcgmi", "NVIDIA DCGM: apt-get install datacenter-gpu-manager", use="engine: dcgm",
+              Need("dcgmi", needs.DCGM_HINT, use="engine: dcgm",
                    group="engine")),
 )

@@ -8,7 +8,11 @@ from __future__ import annotations
 from harness.checks.base import Need
 from harness.platform.proc import INSTALL_HINTS
 
-TORCH_HINT = "pip install 'gpu-acceptance-harness[torch]' (PyTorch with CUDA)"
+TORCH_HINT = ("pip install 'gpu-acceptance-harness[torch]' (PyTorch with CUDA; a CUDA 13 build needs an "
+              "R580+ driver: on R535-R570 install torch from PyTorch's cu126 index first)")
+# DCGM 4 comes per CUDA major version of the driver (nvidia-smi's "CUDA Version": 12 up to R570, 13 from R580)
+DCGM_HINT = ("NVIDIA DCGM 4: apt-get install datacenter-gpu-manager-4-cuda12 (R535-R570 drivers) or "
+             "datacenter-gpu-manager-4-cuda13 (R580+), from NVIDIA's CUDA repository; nv-hostengine running")
 CUPY_HINT = "pip install cupy-cuda12x (CuPy for CUDA 12)"
 DRIVER_HINT = "the NVIDIA driver: apt-get install nvidia-driver-<branch> (or NVIDIA's .run installer)"
 NCCL_TESTS_HINT = ("build github.com/NVIDIA/nccl-tests (make MPI=1 CUDA_HOME=... NCCL_HOME=...) and put its "

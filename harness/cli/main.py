@@ -25,6 +25,7 @@ from harness.cli.audit import audit
 from harness.cli.export import export
 from harness.cli.fleet import fleet
 from harness.cli.history import baseline, compare, history
+from harness.cli.k8s import k8s
 from harness.cli.listing import list_cmd
 from harness.errors import ConfigError, HarnessError, UsageError, printable
 
@@ -66,10 +67,20 @@ def cli() -> None:
               help="print one line (verdict, failures, report) for a Slurm prolog or HealthCheckProgram")
 @click.option("--keep", type=click.IntRange(min=1), default=DEFAULT_KEEP, show_default=True,
               help="with --quiet: keep the newest N quiet run directories in OUTPUT, delete older ones")
+@click.option("--node", metavar="NAME",
+              help="the node's name for results, history and fleet reports (default: $HARNESS_NODE, "
+                   "else $NODE_NAME as a pod's downward API sets it, else the hostname)")
+@click.option("--prom-textfile", metavar="DIR", type=click.Path(file_okay=False, path_type=Path),
+              help="write the run's Prometheus exposition to DIR/harness.prom (node_exporter's textfile "
+                   "collector directory), atomically")
+@click.option("--npd", is_flag=True,
+              help="node-problem-detector custom plugin: one line of at most 80 bytes; exit 0 "
+                   "accepted (OK), 1 rejected (NonOK), other codes Unknown")
 @click.pass_context
 def run(ctx: click.Context, suite: str | None, profile: str | None, output: Path, only: tuple[str, ...],
         skip: tuple[str, ...], dry_run: bool, allow_destructive: bool, resume: Path | None,
-        history: Path | None, quiet: bool, keep: int) -> None:
+        history: Path | None, quiet: bool, keep: int, node: str | None, prom_textfile: Path | None,
+        npd: bool) -> None:
     """Run SUITE (default: smoke) and write a report.
 
     Exit status: 0 accepted, 1 rejected (the hardware measured badly), 2 invalid input, 3 errored
@@ -78,22 +89,23 @@ def run(ctx: click.Context, suite: str | None, profile: str | None, output: Path
     """
     from harness.run import session as app  # start-up: the run's modules load only for `harness run`
 
-    if ctx.get_parameter_source("keep") is click.core.ParameterSource.COMMANDLINE and not quiet:
-        raise UsageError("--keep prunes --quiet runs; give it with --quiet")
+    if ctx.get_parameter_source("keep") is click.core.ParameterSource.COMMANDLINE and not (quiet or npd):
+        raise UsageError("--keep prunes --quiet runs; give it with --quiet or --npd")
     quiet = quiet and not dry_run  # --dry-run prints the plan either way
+    npd = npd and not dry_run
 
     options = app.RunOptions(suite=suite, profile=profile, output=output, only=_ids(only), skip=_ids(skip),
                              dry_run=dry_run, allow_destructive=allow_destructive,
                              argv=("harness", *sys.argv[1:]), resume=resume, history=history,
-                             quiet=quiet, keep=keep)
+                             quiet=quiet or npd, keep=keep, node=node, prom_textfile=prom_textfile)
 
     def launch() -> app.Finished:
         return app.execute(options=options)
 
-    if quiet:
+    if quiet or npd:
         from harness.cli.quiet import run_quietly  # start-up: only --quiet needs it
 
-        sys.exit(run_quietly(launch))
+        sys.exit(run_quietly(launch, npd=npd))
     sys.exit(launch().code)
 
 
@@ -160,7 +172,7 @@ def parse(kind: str, file: Path) -> None:
         raise UsageError(f"{file}: not a valid {kind} output: {why}")
 
 
-for command in (list_cmd, export, baseline, history, compare, audit, fleet):
+for command in (list_cmd, export, baseline, history, compare, audit, fleet, k8s):
     cli.add_command(command)
 
 

@@ -24,6 +24,7 @@ from harness.run.finish import errors_of
 from harness.run.session import Finished
 
 MAX_LINE = 500
+NPD_MAX = 80  # node-problem-detector's default max_output_length (bytes, after trimming spaces)
 _COUNTED = (("passed", "passed"), ("recorded", "recorded"), ("warned", "warned"), ("failed", "failed"),
             ("errored", "errored"), ("skipped", "skipped"), ("not_run", "not run"))
 
@@ -84,13 +85,37 @@ def quiet_line(record: RunRecord, report: Path | None, seconds: float) -> str:
     return (head + tail)[:MAX_LINE]
 
 
-def run_quietly(launch: Callable[[], Finished], out: TextIO | None = None) -> int:
-    """Call `launch` with its output swallowed; print one line; return its exit code."""
+def npd_line(record: RunRecord | None, code: int, limit: int = NPD_MAX) -> str:
+    """The run for node-problem-detector's condition message: the verdict and the first problem, at
+    most `limit` UTF-8 bytes (NPD cuts bytes). The exit code already is NPD's status: 0 OK,
+    1 NonOK (REJECTED), anything else (ERRORED, UNTESTED, invalid input, interrupted) Unknown."""
+    if record is None:
+        text = f"harness: exit {code}"
+    else:
+        parts = [f"harness {record.verdict}"]
+        parts += [problem(chk) for chk in record.checks if chk.status.value in ("failed", "errored")]
+        if record.verdict == "UNTESTED":
+            parts += [f"UNTESTED {why}" for why in record.untested]
+        if len(parts) == 1:
+            c = record.counts
+            parts.append(", ".join(f"{c[k]} {word}" for k, word in _COUNTED if c[k] or k == "passed"))
+        text = " | ".join(_one_line(p) for p in parts)
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    return data[:limit - 3].decode("utf-8", errors="ignore") + "..."
+
+
+def run_quietly(launch: Callable[[], Finished], out: TextIO | None = None, npd: bool = False) -> int:
+    """Call `launch` with its output swallowed; print one line (node-problem-detector's, with
+    `npd`); return its exit code."""
     t0 = time.monotonic()
     with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
         done = launch()
     seconds = time.monotonic() - t0
-    if done.record is None:
+    if npd:
+        line = npd_line(done.record, done.code)
+    elif done.record is None:
         line = f"harness: exit {done.code} ({seconds:.1f} s)"
     else:
         report = done.run_dir / HTML_NAME if done.run_dir else None

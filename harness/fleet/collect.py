@@ -188,7 +188,8 @@ def judge(node: str, job: NodeJob, seen: SeenJob | None, exit_file: Mapping[str,
     if state is None:
         if record is not None and complete:
             return _from_record(base, record)
-        return _with(base, NodeStatus.PENDING, "submitted; not polled yet")
+        return _with(base, NodeStatus.PENDING, "submitted; not polled yet" if job.job_id
+                     else "no complete run in the results volume yet")
     if not state.started:
         return _with(base, NodeStatus.PENDING, f"waiting to start: {state.describe()}")
     if not state.finished:
@@ -308,7 +309,7 @@ def stream(fleet_dir: Path, manifest: Manifest,
     results.json is read once, when the node is asked for."""
     for node in manifest.nodes:
         job = manifest.jobs[node]
-        dirs = layout.run_dirs(fleet_dir, node)
+        dirs = layout.run_dirs(fleet_dir, node, layout.is_volume(manifest))
         record, rows, problem = load_run(dirs[-1]) if dirs else (None, [], "")
         rel = str(dirs[-1].relative_to(fleet_dir)) if dirs else None
         tail = _tail(layout.slurm_output(fleet_dir, node, job.job_id))

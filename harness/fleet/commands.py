@@ -135,7 +135,7 @@ def analyse_dir(fleet_dir: Path, poll: bool, settings: OutlierSettings | None = 
     settings = settings or OutlierSettings()
     manifest = layout.load_manifest(fleet_dir)
     seen = None
-    if poll:
+    if poll and not layout.is_volume(manifest):  # a volume's jobs are Kubernetes'
         try:
             seen = dispatch.refresh(fleet_dir, manifest)
         except SlurmError as e:
@@ -184,6 +184,9 @@ def _report(fleet_dir: Path, drain_what: str, exports: Exports, settings: Outlie
             poll: bool) -> int:
     """`drain_what`: '' drains nothing, 'failed' the rejected nodes, 'unfit' those and the errored
     and untested ones (each drain reason says which)."""
+    if drain_what and not (fleet_dir / layout.MANIFEST).exists():
+        raise UsageError(f"--drain-{drain_what} drains Slurm nodes; {fleet_dir} is no Slurm fleet directory "
+                         "(on Kubernetes: kubectl cordon the nodes fleet.json lists under drain)")
     rep = analyse_dir(fleet_dir, poll, settings or OutlierSettings())
     paths = fleet_report.write(fleet_dir, rep)
     _print_summary(rep)
@@ -214,6 +217,9 @@ def status(fleet_dir: Path) -> int:
 def resume(fleet_dir: Path) -> int:
     """`harness fleet resume`: resume the fleet's nodes the harness drained, and no other."""
     manifest = layout.load_manifest(fleet_dir)
+    if layout.is_volume(manifest):
+        raise UsageError(f"{fleet_dir} is a results volume, not a Slurm fleet: nothing was drained "
+                         "(on Kubernetes: kubectl uncordon)")
     failed = 0
     for a in drain.resume(fleet_dir, list(manifest.nodes)):
         if a.action == "resume":
@@ -228,7 +234,7 @@ def export(target: Path, exports: Exports) -> int:
     """`harness fleet export`: a fleet directory or a single run directory to Prometheus."""
     if not exports.textfile and not exports.pushgateway:
         raise UsageError("give --prom-textfile PATH and/or --pushgateway URL")
-    if (target / layout.MANIFEST).exists():
+    if (target / layout.MANIFEST).exists() or layout.volume_nodes(target):
         _export(target, analyse_dir(target, False, OutlierSettings()), exports)
         return 0
     record = results.load(target)

@@ -6,13 +6,19 @@
     DIR/nodes/<node>/job.sh     the batch script; slurm-<jobid>.out its output
     DIR/nodes/<node>/job-exit.json  written by the job itself: the harness exit status
     DIR/nodes/<node>/<host>-<UTC time>/  the node's `harness run` directory (results.json ...)
+
+A results volume that Kubernetes Jobs wrote (`harness k8s render`) has no manifest and no nodes/:
+
+    VOLUME/<node>/<node>-<UTC time>/    each node's runs; the nodes are the folders holding one
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +32,8 @@ JOBS = "fleet-jobs.json"
 NODES = "nodes"
 SCRIPT = "job.sh"
 EXIT_FILE = "job-exit.json"
+VOLUME = "volume"  # Manifest.options["layout"] of a results volume
+_NODE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}")
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,31 @@ def node_dir(fleet_dir: Path, node: str) -> Path:
     return fleet_dir / NODES / node
 
 
+def volume_nodes(volume: Path) -> list[str]:
+    """The nodes of a results volume: its folders named like a host that hold a run directory."""
+    try:
+        entries = sorted(p for p in volume.iterdir() if p.is_dir() and _NODE.fullmatch(p.name)
+                         and ".." not in p.name)
+    except OSError:
+        return []
+    return [p.name for p in entries if any((r / "results.json").is_file() for r in p.iterdir() if r.is_dir())]
+
+
+def volume_manifest(volume: Path) -> Manifest | None:
+    """A results volume read as a fleet whose jobs nobody polls (None when it holds no node):
+    the suite is the newest run's, `submitted` the oldest node's newest run's time."""
+    nodes = volume_nodes(volume)
+    if not nodes:
+        return None
+    newest = {n: max(p for p in (volume / n).iterdir() if (p / "results.json").is_file()) for n in nodes}
+    doc = _read_json(newest[max(newest, key=lambda n: newest[n].stat().st_mtime)] / "results.json") or {}
+    suite = doc.get("suite", {}) if isinstance(doc, dict) else {}
+    oldest = min((newest[n] / "results.json").stat().st_mtime for n in nodes)
+    when = datetime.fromtimestamp(oldest, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return Manifest(str(suite.get("path", "")), str(suite.get("name", "")), None, tuple(nodes), when,
+                    {n: NodeJob(n, None) for n in nodes}, {"layout": VOLUME})
+
+
 def save_manifest(fleet_dir: Path, manifest: Manifest) -> None:
     atomic_write_json(fleet_dir / MANIFEST, manifest.to_dict())
 
@@ -93,8 +126,12 @@ def load_manifest(fleet_dir: Path) -> Manifest:
     """The manifest of a fleet directory (ConfigError when DIR is not one)."""
     data = _read_json(fleet_dir / MANIFEST)
     if data is None:
+        volume = volume_manifest(fleet_dir)
+        if volume is not None:
+            return volume
         raise ConfigError([ConfigProblem(str(fleet_dir / MANIFEST), 1, 1,
-                                         "no fleet-run.json: not a fleet directory")])
+                                         "no fleet-run.json: not a fleet directory (nor a results "
+                                         "volume of <node>/<run>/ directories)")])
     try:
         if data.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"format_version {data.get('format_version')!r} is not {FORMAT_VERSION}")
@@ -131,9 +168,14 @@ def read_exit_file(fleet_dir: Path, node: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def run_dirs(fleet_dir: Path, node: str) -> list[Path]:
-    """The node's run directories (those holding results.json), oldest first."""
-    base = node_dir(fleet_dir, node)
+def is_volume(manifest: Manifest) -> bool:
+    return manifest.options.get("layout") == VOLUME
+
+
+def run_dirs(fleet_dir: Path, node: str, volume: bool = False) -> list[Path]:
+    """The node's run directories (those holding results.json), oldest first; `volume`: in
+    VOLUME/<node>/ of a results volume rather than DIR/nodes/<node>/."""
+    base = fleet_dir / node if volume else node_dir(fleet_dir, node)
     if not base.is_dir():
         return []
     return sorted(p for p in base.iterdir() if (p / "results.json").is_file())

@@ -10,6 +10,9 @@ the labels dcgm-exporter uses, so they join its series. Message-size sweeps (a `
 exported as their value at the largest size; the whole curve stays in results.json.
 
 Besides the metrics:
+    harness_run_info{suite,profile,version,run} 1: the run's suite, profile (the SKU), harness version
+                                                and run id, to split a mixed fleet by SKU and to find the
+                                                run's report (one series per run: a run id is its label)
     harness_run_verdict{suite,verdict}          1 for the run's verdict, 0 for the others
     harness_run_timestamp_seconds{suite}        when the run finished (Unix time)
     harness_run_duration_seconds{suite}
@@ -20,8 +23,10 @@ Besides the metrics:
     harness_fleet_node_status{status}           (fleet) 1 for the node's fleet status
     harness_fleet_outlier_zscore{check,metric,...}  (fleet) robust z of each outlier
 where `metric` names the family of the series concerned. Label values come from the suite and the
-hardware (check ids, GPU indexes, job names), so label sets stay small and bounded; run ids and
-timestamps are values, never labels.
+hardware (check ids, GPU indexes, job names), so label sets stay small and bounded; timestamps
+are values, never labels, and a run id labels harness_run_info alone. No family ends in `_count`,
+`_sum` or `_bucket` (reserved for histograms and summaries; promtool refuses them): a count of
+devices is `_devices` (`harness_gpu_devices`); a drive's power-on hours are exported as seconds.
 """
 
 from __future__ import annotations
@@ -56,7 +61,14 @@ _WORDS = {"bw": "bandwidth", "busbw": "bus_bandwidth", "algbw": "algorithm_bandw
 _DROP = frozenset({"pct", "tflops"})
 # names the rules above would spell badly
 _NAMES = {"data_path.samples_per_s": "data_path", "nvme.percentage_used": "nvme_endurance_used",
-          "nvme.data_units_read": "nvme_data_read", "nvme.data_units_written": "nvme_data_written"}
+          "nvme.data_units_read": "nvme_data_read", "nvme.data_units_written": "nvme_data_written",
+          # `_count` is reserved for histograms and summaries
+          "gpu.count": "gpu_devices", "host.nvme_count": "host_nvme_devices", "nvme.count": "nvme_devices",
+          "ib.hca_count": "ib_hca_devices", "gpu.nvswitch_count": "gpu_nvswitch_devices",
+          # counted in hours by the drive; exported in the base unit (_SCALE)
+          "nvme.power_on_hours": "nvme_power_on_seconds", "disk.power_on_hours": "disk_power_on_seconds"}
+_SCALE = {"nvme.power_on_hours": 3600.0, "disk.power_on_hours": 3600.0}  # value factor beside PROM_BASE's
+RESERVED_SUFFIXES = ("_count", "_sum", "_bucket")
 
 
 def label_name(key: str) -> str:
@@ -76,6 +88,8 @@ def family(name: str, unit: str) -> str:
     suffix = PROM_BASE.get(unit, (_BAD.sub("_", unit.lower()).strip("_"), 1.0))[0]
     if suffix and not stem.endswith("_" + suffix):
         stem += "_" + suffix
+    if stem.endswith(RESERVED_SUFFIXES):  # a name _NAMES does not spell yet
+        stem += "_value"
     return PREFIX + stem
 
 
@@ -92,6 +106,7 @@ class Sample:
 
 
 HELP = {
+    "harness_run_info": "1; labels name the run's suite, profile, harness version and run id",
     "harness_run_verdict": "1 for the run's verdict (ACCEPTED, REJECTED, ERRORED, INCOMPLETE, "
                            "UNTESTED), 0 for the others",
     "harness_run_timestamp_seconds": "when the harness run finished, Unix time",
@@ -166,7 +181,7 @@ def metric_samples(check: CheckResult, node: str, uuids: Mapping[str, str]) -> l
     """One sample per measured value of a check, in its family's base unit."""
     out = []
     for m in summarised(check.metrics):
-        factor = PROM_BASE.get(m.unit, ("", 1.0))[1]
+        factor = _SCALE.get(m.name) or PROM_BASE.get(m.unit, ("", 1.0))[1]
         labels = (("node", node), ("check", check.id), *label_pairs(m.labels, uuids))
         out.append(Sample(family(m.name, m.unit), tuple(sorted(labels)), float(m.value) * factor,
                           is_counter(m.name)))
@@ -195,7 +210,10 @@ def run_samples(record: RunRecord, node: str) -> list[Sample]:
     """The samples of one run."""
     suite = str(record.suite.get("name", ""))
     uuids = gpu_uuids(record.inventory)
-    out = [Sample("harness_run_verdict", (("node", node), ("suite", suite), ("verdict", v)),
+    info = (("node", node), ("profile", str(record.profile.get("name", ""))), ("run", record.run_id),
+            ("suite", suite), ("version", record.harness_version))
+    out = [Sample("harness_run_info", info, 1.0)]
+    out += [Sample("harness_run_verdict", (("node", node), ("suite", suite), ("verdict", v)),
                   1.0 if record.verdict == v else 0.0) for v in VERDICTS]
     finished = _epoch(record.finished)
     if finished is not None:

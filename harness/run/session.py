@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import gc
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness import fsutil
-from harness.errors import ConfigError, ConfigProblem, UsageError, printable
+from harness.errors import ConfigError, ConfigProblem, HarnessError, UsageError, printable
 from harness.fsutil import output_dir_problem
 from harness.model import LeftOut, RunRecord, join_labels
 from harness.report.fmt import fmt_status
@@ -56,6 +57,8 @@ class RunOptions:
     history: str | Path | None = None
     quiet: bool = False
     keep: int = DEFAULT_KEEP
+    node: str | None = None  # --node: the node's name (node_name() reads the environment too)
+    prom_textfile: Path | None = None  # --prom-textfile: the textfile collector's directory
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "only", tuple(self.only))  # a list given by a caller stays frozen
@@ -82,6 +85,31 @@ class _Prepared:
 
 
 InventoryProbe = Callable[[], Mapping[str, Any]]
+_NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}")
+
+
+def node_name(given: str | None, environ: Mapping[str, str] = os.environ) -> str | None:
+    """The node's own name: --node, else $HARNESS_NODE, else $NODE_NAME (a pod's node from the
+    downward API), else None (the hostname). Inside a pod the hostname is the pod's name."""
+    for value, what in ((given, "--node"), (environ.get("HARNESS_NODE"), "HARNESS_NODE"),
+                        (environ.get("NODE_NAME"), "NODE_NAME")):
+        if value is not None and value.strip():
+            if not _NODE.fullmatch(value.strip()):
+                raise UsageError(f"{what} {value!r}: not a node name (letters, digits, '.', '-', '_')")
+            return value.strip()
+    return None
+
+
+def as_node(inventory: Mapping[str, Any], node: str | None) -> dict[str, Any]:
+    """The inventory with the node's name as its hostname (what the OS said kept as os_hostname):
+    results, history and fleet reports name the node by it; serials still identify the machine."""
+    inv = dict(inventory)
+    host = dict(inv.get("host") or {})
+    if node and host.get("hostname") != node:
+        host["os_hostname"] = host.get("hostname")
+        host["hostname"] = node
+        inv["host"] = host
+    return inv
 
 
 def _options(options: RunOptions | None, fields: Mapping[str, Any]) -> RunOptions:
@@ -139,13 +167,17 @@ def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepa
     from harness.run import plan
     from harness.run.resume import digest
 
+    node = node_name(opts.node)
+    if opts.prom_textfile is not None and not opts.prom_textfile.is_dir():
+        raise UsageError(f"--prom-textfile {opts.prom_textfile}: not a directory (give the node "
+                         "exporter's textfile directory)")
     if opts.resume is not None:
         given = [n for n, v in (("SUITE", opts.suite), ("--profile", opts.profile), ("--only", opts.only),
                                 ("--skip", opts.skip), ("--dry-run", opts.dry_run)) if v]
         if given:
             raise UsageError(f"--resume takes the suite, profile and checks from RUN_DIR/results.json; "
                              f"drop {', '.join(given)}")
-        return _resume(opts.resume, inventory_probe)
+        return _resume(opts.resume, inventory_probe, node)
     suite_found = config.locate("suites", opts.suite or "smoke")
     _warn_refused(suite_found.refused)
     loaded = config.load_suite(suite_found.path, kinds())
@@ -153,7 +185,7 @@ def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepa
     bad_output = output_dir_problem(opts.output)
     if bad_output is not None:
         raise UsageError(f"--output {opts.output}: {bad_output}")
-    inventory = dict(inventory_probe() if inventory_probe else sysinfo.collect())
+    inventory = as_node(inventory_probe() if inventory_probe else sysinfo.collect(), node)
     if opts.profile:
         prof_found = config.locate("profiles", opts.profile)
         _warn_refused(prof_found.refused)
@@ -227,7 +259,7 @@ def declared_directions(planned: Sequence[PlannedCheck]) -> dict[str, dict[str, 
     return out
 
 
-def _resume(run_dir: Path, inventory_probe: InventoryProbe | None) -> _Prepared:
+def _resume(run_dir: Path, inventory_probe: InventoryProbe | None, node: str | None) -> _Prepared:
     """Finish RUN_DIR: same suite, profile and checks; finished checks are kept."""
     # start-up: `harness parse` imports parse_file from here without the platform and the run
     from harness.platform import sysinfo
@@ -235,7 +267,7 @@ def _resume(run_dir: Path, inventory_probe: InventoryProbe | None) -> _Prepared:
     from harness.run.runner import iso, utcnow
 
     r = resume.prepare(run_dir)
-    inventory = dict(inventory_probe() if inventory_probe else sysinfo.collect())
+    inventory = as_node(inventory_probe() if inventory_probe else sysinfo.collect(), node)
     host = str(inventory.get("host", {}).get("hostname") or "host")
     if r.record.host != host:
         raise UsageError(f"{run_dir} was started on host {r.record.host}, this is {host}; "
@@ -299,9 +331,22 @@ def _launch(p: _Prepared, opts: RunOptions) -> Finished:
             for err in errors_of(record):
                 print(f"error: {printable(err.replace('harness.log', str(run_dir / 'harness.log')))}",
                       file=sys.stderr)
+            if opts.prom_textfile is not None:
+                _textfile(record, opts.prom_textfile)
             if not opts.quiet:
                 print("\n".join(summary(record, run_dir)))
             return Finished(exit_code(record, runner.signum), record, run_dir)
+
+
+def _textfile(record: RunRecord, directory: Path) -> None:
+    """The run's Prometheus exposition as DIR/harness.prom (written atomically); a failure is a
+    warning: the verdict stands."""
+    from harness.report import prometheus as prom  # start-up: prometheus_client loads only for this
+
+    try:
+        prom.write_textfile(directory, prom.run_samples(record, record.host))
+    except HarnessError as e:
+        print(f"warning: prometheus textfile not written: {printable(str(e))}", file=sys.stderr)
 
 
 def _trusted_store(store: Path | None) -> None:

@@ -23,6 +23,8 @@ MONITORING = ROOT / "monitoring"
 RULE_FILES = sorted(MONITORING.glob("*.yml"))
 DASHBOARD = MONITORING / "harness-dashboard.json"
 RULES_TEST = ROOT / "tests" / "data" / "monitoring" / "harness-rules_test.yml"
+DCGM_RULES = MONITORING / "dcgm" / "harness-dcgm-rules.yml"
+DCGM_TEST = ROOT / "tests" / "data" / "monitoring" / "harness-dcgm-rules_test.yml"
 LAUNCH = ROOT / "tests" / "support" / "powerlaunch.py"
 SELECTOR = re.compile(r"\bharness_[A-Za-z0-9_]+(?:\{[^}]*\})?")
 H100 = {"name": "NVIDIA H100 80GB HBM3", "power_w": 650.0}
@@ -83,6 +85,32 @@ def test_rules_and_dashboard_name_only_families_the_harness_exports():
     assert all(t["datasource"]["uid"] == "${datasource}" for p in doc["panels"] for t in p["targets"])
     alerts = {r["alert"] for r in rules() if "alert" in r}
     assert {"HarnessNodeRejected", "HarnessGpuThrottling", "HarnessPsuHeadroomLow", "HarnessDrift"} <= alerts
+
+
+def test_dcgm_join_rules_pass_promtool_and_join_on_uuid_in_base_units():
+    """monitoring/dcgm: dcgm-exporter's MHz, % and MiB become Hz, ratios and bytes, Hostname becomes
+    node, and a GPU renumbered in a pod still meets its harness series (on UUID, not gpu)."""
+    exe = need("promtool", "prometheus")
+    r = subprocess.run([exe, "check", "rules", str(DCGM_RULES)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "SUCCESS: 5 rules found" in r.stdout, r.stdout + r.stderr
+    r = subprocess.run([exe, "test", "rules", DCGM_TEST.name], cwd=DCGM_TEST.parent, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+
+
+def test_per_gpu_and_per_node_bars_are_capped_and_link_to_the_report():
+    """At 1,000 nodes a bar per node x GPU is 8,000 bars: bar gauges show a topk/bottomk; every panel
+    with a node's series links to that run's report.html (<node>/<run>/ of the results volume)."""
+    doc = json.loads(DASHBOARD.read_text())
+    assert any(v["name"] == "reports" and v["type"] == "textbox" for v in doc["templating"]["list"])
+    for p in doc["panels"]:
+        exprs = [t["expr"] for t in p["targets"]]
+        if p["type"] == "bargauge":
+            assert all(re.match(r"(top|bottom)k\(16, ", e) for e in exprs), (p["title"], exprs)
+        if p["type"] == "bargauge" or p["id"] in (2, 6):
+            (link,) = p["fieldConfig"]["defaults"]["links"]
+            assert link["url"].startswith("${reports}/") and link["url"].endswith("/report.html"), p["title"]
+            assert all("group_left(run)" in e and "harness_run_info" in e for e in exprs), p["title"]
 
 
 def _run(tmp_path: Path, scenario: Path, suite: Path) -> Path:

@@ -96,7 +96,7 @@ def test_cumulative_counts_are_counters_and_percentages_ratios():
         (("check", "nvme"), ("device", "nvme0"), ("node", NODE)): 3.0}
     assert list(series(text, "harness_nvme_data_written_bytes_total").values()) == [5.12e11]
     assert list(series(text, "harness_nvme_endurance_used_ratio").values()) == [pytest.approx(0.07)]
-    assert "# TYPE harness_nvme_count gauge" in text
+    assert "# TYPE harness_nvme_devices gauge" in text  # `_count` is reserved (promtool)
 
 
 def test_every_unit_converts_and_every_catalogue_metric_has_its_own_family():
@@ -115,6 +115,43 @@ def test_every_unit_converts_and_every_catalogue_metric_has_its_own_family():
     # a suite's own metric (command kind) in an odd unit still makes a valid name
     assert prom.family("app.p99-lat", "us") == "harness_app_p99_latency_seconds"
     assert prom.family("x", "furlongs/fortnight") == "harness_x_furlongs_fortnight"
+
+
+def test_no_family_ends_in_a_suffix_reserved_for_histograms_and_summaries():
+    """promtool check metrics: 'non-histogram and non-summary metrics should not have "_count" suffix'."""
+    gauges = [prom.family(n, s.unit) for n, s in catalog.METRICS.items() if not prom.is_counter(n)]
+    assert not [f for f in gauges if f.endswith(prom.RESERVED_SUFFIXES)]
+    assert prom.family("gpu.count", "count") == "harness_gpu_devices"
+    assert prom.family("host.nvme_count", "count") == "harness_host_nvme_devices"
+    assert prom.family("app.queue_count", "count") == "harness_app_queue_count_value"  # a suite's own
+    assert prom.family("app.bytes_sum", "B") == "harness_app_bytes_sum_bytes"
+
+
+def test_promtool_finds_no_problem_in_a_full_export():
+    """Every kind of family at once (GPU series, counters, ratios, drift, check status) through the
+    real linter: `promtool check metrics` exits 0 and says nothing."""
+    import subprocess
+
+    from promhelp import need
+
+    exe = need("promtool", "prometheus")
+    catalogue = CheckResult("all", "command", Status.PASSED, "", "2026-01-01T00:00:00Z", 1.0,
+                            tuple(Metric(n, 1.0, s.unit) for n, s in catalog.METRICS.items()))
+    rec = samples.record()
+    text = prom.exposition(prom.run_samples(replace(rec, checks=(*rec.checks, catalogue)), NODE))
+    r = subprocess.run([exe, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout + r.stderr) == (0, "")
+    # a drive counts power-on hours; promtool wants base units: seconds
+    (hours,) = series(text, "harness_nvme_power_on_seconds_total").values()
+    assert hours == 3600.0
+
+
+def test_run_info_names_suite_profile_version_and_run():
+    rec = samples.record()
+    (info,) = series(prom.exposition(prom.run_samples(rec, NODE)), "harness_run_info").items()
+    assert dict(info[0]) == {"node": NODE, "suite": "h100-acceptance", "profile": rec.profile["name"],
+                             "version": rec.harness_version, "run": rec.run_id}
+    assert info[1] == 1.0
 
 
 def test_label_names_are_valid_and_never_clash_with_ours():
