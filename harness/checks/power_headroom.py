@@ -30,7 +30,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field
 
-from harness import catalog
+from harness import catalog, sections
 from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.checks.loadgroup import InterruptWatch, LoadGroup
@@ -374,7 +374,7 @@ def _judge(params: PowerHeadroomParams, ctx: CheckContext, group: LoadGroup, sam
     ticks = [power.BmcTick(s.t, s.phase, s.bmc) for s in samples if s.bmc is not None]
     own = (power.judge_psus(ticks, policy) + power_series.judge_gpus(samples, limits, params.temp_margin_c)
            + power_series.judge_airflow(samples, params.inlet_max_c))
-    details: dict[str, Any] = {
+    details: sections.Details = {
         "power": {"file": str(saved.relative_to(ctx.run_dir)) if saved else None, "samples": len(samples),
                   "period_s": params.period, "source": series.source, "estimated": series.estimated,
                   "allowance_w": series.allowance_w, "gpu_power": gpu_power_source(samples),
