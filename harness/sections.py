@@ -44,6 +44,7 @@ class AuditOutcome(TypedDict, total=False):
     found: str
     expected: str
     outcome: str
+    severity: str
     message: str
     note: str
     rule_source: str

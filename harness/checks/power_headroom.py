@@ -421,6 +421,7 @@ KIND = CheckKind(
     plan=plan,
     estimate_s=estimate_s,
     loads_node=True,
+    sections=frozenset({"power", "psus", "notes"}),
     requires=(needs.tool("stress-ng"), needs.torch("GPU load", "gpu load"),
               needs.cupy("GPU load", "gpu load"), needs.tool("fio", use="fio_dirs"),
               needs.tool("ipmitool", use="bmc kind: ipmi", version_args=("-V",))),

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness import sections
 from harness.checks.base import CheckContext, CheckKind, CheckOutput
 from harness.platform import nvml
 from harness.series import telemetry as telemetry_metrics
@@ -136,7 +137,7 @@ def observe(kind: CheckKind, params: Any, ctx: CheckContext,
         except OSError as e:
             ctx.log.warning("could not save telemetry of %s: %s", ctx.check_id, e)
     metrics = telemetry_metrics.derive(series)
-    summary: dict[str, Any] = {
+    summary: sections.Telemetry = {
         "file": str(saved.relative_to(ctx.run_dir)) if saved else None, "period_s": period,
         "samples": len(series.t), "gpus": len(series.gpus), "overruns": series.overruns,
         "sample_cost_ms": round(series.sample_cost_s * 1000, 3)}
