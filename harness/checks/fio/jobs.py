@@ -13,8 +13,8 @@ from typing import Any, Literal, Optional, Union
 from pydantic import Field, field_validator, model_validator
 
 from harness import siblings
-from harness.checks import fio_presets
 from harness.checks.base import CheckContext, CheckOutput, Params
+from harness.checks.fio import presets as fio_presets
 from harness.config.numbers import WholeSeconds
 from harness.errors import GuardRefusal, ToolError
 from harness.model import Metric

@@ -18,9 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from harness import catalog
-from harness.checks import fio_medium, fio_multi, fio_presets, needs
+from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, PlannedCommand
-from harness.checks.fio_jobs import (
+from harness.checks.fio import medium as fio_medium
+from harness.checks.fio import multi as fio_multi
+from harness.checks.fio import presets as fio_presets
+from harness.checks.fio.jobs import (
     FILE_SIZE,
     OUTPUT_NAME,
     TMPDIR,
