@@ -3,11 +3,11 @@
 One fio invocation runs the jobs one after another (stonewall), JSON to a file under the
 run's raw directory. Targets: a fresh temporary directory (default), a fresh subdirectory
 of a given directory (always removed afterwards; a mounted array or filesystem is named in
-the details), a block device, or with `targets` several devices at once (checks/fio_multi);
-params, command lines and running fio live in checks/fio_jobs.
+the details), a block device, or with `targets` several devices at once (checks/fio/multi);
+params, command lines and running fio live in checks/fio/jobs.
 Writing to a raw device needs both opt-ins (suite `destructive: true` and --allow-destructive)
 and a device the data-loss guard (platform/blockdev) finds blank and unused. `preset` picks a
-named job set (checks/fio_presets).
+named job set (checks/fio/presets).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The fio kind's jobs: params, command lines, the raw-device opt-in checks and running fio.
 
-Shared by the single-target kind (checks/fio) and the several-devices one (checks/fio_multi).
+Shared by the single-target kind (checks/fio) and the several-devices one (checks/fio/multi).
 """
 
 from __future__ import annotations
