@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import IO, Optional
 
 from harness.errors import ToolMissing
-from harness.platform.proc import which
+from harness.platform.proc import group_alive, which
 
 GRACE_S = 3.0
 
@@ -47,17 +47,7 @@ def stop(p: subprocess.Popen[bytes]) -> None:
             break
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
-            if p.poll() is not None and not _group_alive(p.pid):
+            if p.poll() is not None and not group_alive(p.pid):
                 return
             time.sleep(0.02)
     p.poll()
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
