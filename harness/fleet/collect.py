@@ -22,8 +22,7 @@ from harness.errors import RecordError
 from harness.fleet import layout
 from harness.fleet.layout import Manifest, NodeJob, SeenJob
 from harness.model import Outcome, RunRecord, Status
-from harness.report.fmt import fmt_labels
-from harness.report.junit import expectation_text
+from harness.report.fmt import expectation_text, fmt_labels
 from harness.results import RESULTS
 
 DRAIN_PREFIX = "harness:"

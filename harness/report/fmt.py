@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from harness.model import join_labels
+from harness.model import Evaluation, join_labels
 from harness.numfmt import (
     digits_for,
     fmt_band,
@@ -24,8 +24,8 @@ from harness.numfmt import (
     scaled,
 )
 
-__all__ = ["digits_for", "fmt_band", "fmt_bytes", "fmt_delta", "fmt_duration", "fmt_labels", "fmt_num",
-           "fmt_pct", "fmt_status", "fmt_time", "fmt_value", "plural", "scaled"]
+__all__ = ["digits_for", "expectation_text", "fmt_band", "fmt_bytes", "fmt_delta", "fmt_duration",
+           "fmt_labels", "fmt_num", "fmt_pct", "fmt_status", "fmt_time", "fmt_value", "plural", "scaled"]
 
 
 def fmt_time(iso: str) -> str:
@@ -49,3 +49,17 @@ def fmt_status(value: str) -> str:
 def fmt_labels(labels: Mapping[str, Any]) -> str:
     """Labels as '{k=v,k=v}', or '' when there are none."""
     return join_labels(labels, braces=True)
+
+
+def expectation_text(ev: Evaluation) -> str:
+    """'measured 1.23 GB/s, expected >= 2 GB/s (-38.5 % vs reference 2 GB/s)'."""
+    d = digits_for(ev.measured, (ev.reference, ev.low, ev.high))
+    measured = "nothing" if ev.measured is None else fmt_value(ev.measured, ev.unit, d)
+    band = fmt_band(ev.low, ev.high, ev.unit, d, ascii_=True)
+    if band.startswith("["):
+        band = f"within {band}"
+    text = f"measured {measured}, expected {band}"
+    if ev.reference is not None and ev.delta_pct is not None:
+        delta = fmt_delta(ev.delta_pct).replace(" ", "")
+        text += f" ({delta} vs reference {fmt_value(ev.reference, ev.unit, d)})"
+    return text

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 
 from harness.model import CheckResult, Evaluation, Outcome, RunRecord, Status
-from harness.report.fmt import digits_for, fmt_band, fmt_delta, fmt_labels, fmt_value
+from harness.report.fmt import expectation_text, fmt_labels
 
 # characters XML 1.0 forbids, even escaped
 _ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -33,20 +33,6 @@ def _timestamp(iso: str) -> str | None:
     if t.tzinfo is not None:
         t = t.astimezone(timezone.utc).replace(tzinfo=None)
     return t.isoformat(timespec="seconds")
-
-
-def expectation_text(ev: Evaluation) -> str:
-    """'measured 1.23 GB/s, expected >= 2 GB/s (-38.5 % vs reference 2 GB/s)'."""
-    d = digits_for(ev.measured, (ev.reference, ev.low, ev.high))
-    measured = "nothing" if ev.measured is None else fmt_value(ev.measured, ev.unit, d)
-    band = fmt_band(ev.low, ev.high, ev.unit, d, ascii_=True)
-    if band.startswith("["):
-        band = f"within {band}"
-    text = f"measured {measured}, expected {band}"
-    if ev.reference is not None and ev.delta_pct is not None:
-        delta = fmt_delta(ev.delta_pct).replace(" ", "")
-        text += f" ({delta} vs reference {fmt_value(ev.reference, ev.unit, d)})"
-    return text
 
 
 def _case(suite: ET.Element, check: CheckResult, name: str, time_s: float) -> ET.Element:
