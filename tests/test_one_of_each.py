@@ -48,3 +48,11 @@ def test_baseline_takes_its_kinds_from_the_caller() -> None:
 
 def test_no_dead_prometheus_conversion() -> None:
     assert not hasattr(units, "to_prom_base")
+
+
+def test_harness_parse_lives_in_cli_and_the_session_imports_at_the_top() -> None:
+    assert _defined("parse_file") == ["cli/parse.py"]
+    tree = ast.parse((HARNESS / "run" / "session.py").read_text(encoding="utf-8"))
+    local = [n.lineno for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+             for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert local == []

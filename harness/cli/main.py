@@ -147,7 +147,7 @@ def report(run_dir: Path) -> None:
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 def parse(kind: str, file: Path) -> None:
     """Parse a saved tool output FILE with the KIND parser and print JSON."""
-    from harness.run.session import parse_file  # start-up: the parsers load only for this command
+    from harness.cli.parse import parse_file  # start-up: the parsers load only for this command
 
     click.echo(json.dumps(parse_file(kind, file), indent=2))
 

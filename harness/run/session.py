@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import os
-import stat
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -13,9 +12,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import ConfigError, ConfigProblem, UsageError, printable
+from harness import config
+from harness.checks.registry import kinds
+from harness.errors import UsageError, printable
+from harness.history import record as hist
+from harness.history.series import params_digest
 from harness.model import RunRecord, join_labels
+from harness.platform import ledger, sysinfo
+from harness.platform.runlock import RunLock
 from harness.report.fmt import fmt_status
+from harness.run import plan, progress, resume, retention
+from harness.run.finish import errors_of
+from harness.run.resume import digest
+from harness.run.runner import RunContext, Runner, exit_code, iso, make_run_dir, utcnow
 
 DEFAULT_KEEP = 20  # quiet runs kept in an output directory (--keep)
 
@@ -128,14 +137,6 @@ def _start_up() -> Iterator[None]:
 
 def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepared | None:
     """Load, check and plan the run (or the resumed one); None after printing a --dry-run plan."""
-    # start-up: `harness parse` imports parse_file from here without config, checks and the run
-    from harness import config
-    from harness.checks.registry import kinds
-    from harness.history.series import params_digest
-    from harness.platform import sysinfo
-    from harness.run import plan
-    from harness.run.resume import digest
-
     if opts.resume is not None:
         given = [n for n, v in (("SUITE", opts.suite), ("--profile", opts.profile), ("--only", opts.only),
                                 ("--skip", opts.skip), ("--dry-run", opts.dry_run)) if v]
@@ -186,11 +187,6 @@ def declared_directions(planned: Sequence[PlannedCheck]) -> dict[str, dict[str, 
 
 def _resume(run_dir: Path, inventory_probe: InventoryProbe | None) -> _Prepared:
     """Finish RUN_DIR: same suite, profile and checks; finished checks are kept."""
-    # start-up: `harness parse` imports parse_file from here without the platform and the run
-    from harness.platform import sysinfo
-    from harness.run import plan, resume
-    from harness.run.runner import iso, utcnow
-
     r = resume.prepare(run_dir)
     inventory = dict(inventory_probe() if inventory_probe else sysinfo.collect())
     host = str(inventory.get("host", {}).get("hostname") or "host")
@@ -206,14 +202,6 @@ def _resume(run_dir: Path, inventory_probe: InventoryProbe | None) -> _Prepared:
 
 def _launch(p: _Prepared, opts: RunOptions) -> Finished:
     """Take the node's run lock, clean up after a crashed run, run the plan, print the verdict."""
-    # start-up: `harness parse` imports parse_file from here without history, the lock and the runner
-    from harness.history import record as hist
-    from harness.platform import ledger
-    from harness.platform.runlock import RunLock
-    from harness.run import plan, progress, resume, retention
-    from harness.run.finish import errors_of
-    from harness.run.runner import RunContext, Runner, exit_code, iso, make_run_dir, utcnow
-
     output, planned, prof, run_dir = p.output, p.planned, p.prof, p.run_dir
     os.umask(os.umask(0o022) | 0o022)  # nothing the run writes is group- or world-writable
     # read-only runs (a Slurm prolog) share the lock; one loading check makes it exclusive
@@ -272,55 +260,3 @@ def summary(record: RunRecord, run_dir: Path) -> list[str]:
                 if ev.outcome.value in ("fail", "error"):
                     lines.append(f"    {ev.metric}{{{join_labels(ev.labels)}}}: {ev.message}")
     return [printable(line) for line in (*lines, f"report: {run_dir / 'report.html'}")]
-
-
-PARSE_LIMIT = 64 * 1024 * 1024  # bytes `harness parse` reads at most (saved tool output is far smaller)
-
-
-def parse_file(kind: str, file: Path) -> dict[str, Any]:
-    """`harness parse KIND FILE` as a dict. FILE must be a regular file of at most PARSE_LIMIT bytes:
-    /dev/zero would be read until memory ran out, and a FIFO would block forever."""
-    from harness.parsers.registry import parsers  # start-up: the parsers load only for `harness parse`
-
-    table = parsers()
-    if kind not in table:
-        import difflib  # start-up: only when the kind is unknown
-
-        near = difflib.get_close_matches(kind, table, n=1)
-        hint = f" (did you mean '{near[0]}'?)" if near else ""
-        raise UsageError(f"unknown parse kind '{kind}'{hint}; known: {', '.join(sorted(table))}")
-    text = read_bounded(file, PARSE_LIMIT).decode("utf-8", errors="replace")
-    return table[kind](text).to_dict()
-
-
-def read_bounded(file: Path, limit: int) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes; ConfigError (exit 2) for anything else.
-    Opened without blocking (a FIFO with no writer would wait forever) and checked once open."""
-    def refuse(why: str) -> ConfigError:
-        return ConfigError([ConfigProblem(str(file), 1, 1, why)])
-
-    try:
-        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        raise refuse(f"cannot read: {e.strerror}") from e
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        mode = st.st_mode
-        if not stat.S_ISREG(mode):
-            what = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
-                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket")
-            raise refuse(f"is {what}, not a regular file: give a file of saved tool output")
-        if st.st_size > limit:
-            raise refuse(_too_big(limit))
-        try:
-            data = f.read(limit + 1)
-        except OSError as e:
-            raise refuse(f"cannot read: {e.strerror}") from e
-    if len(data) > limit:  # it grew while read
-        raise refuse(_too_big(limit))
-    return data
-
-
-def _too_big(limit: int) -> str:
-    return (f"larger than {limit // (1024 * 1024)} MiB: not saved tool output "
-            "(harness parse reads at most that)")
