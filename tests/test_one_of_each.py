@@ -56,3 +56,17 @@ def test_harness_parse_lives_in_cli_and_the_session_imports_at_the_top() -> None
     local = [n.lineno for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
              for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))]
     assert local == []
+
+
+def test_numbers_have_one_door() -> None:
+    """Every number function is imported from harness.numfmt; report.fmt words records only."""
+    from harness import numfmt
+
+    numbers = {n for n in dir(numfmt) if n.startswith(("fmt_", "digits_")) or n in ("plural", "scaled")}
+    assert not numbers & set(fmt.__all__)
+    wrong = []
+    for path in sorted(HARNESS.rglob("*.py")):
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(n, ast.ImportFrom) and n.module == "harness.report.fmt":
+                wrong += [f"{path.relative_to(HARNESS)}: {a.name}" for a in n.names if a.name in numbers]
+    assert wrong == []

@@ -18,7 +18,8 @@ from typing import TextIO
 
 from harness.errors import printable
 from harness.model import CheckResult, Evaluation, RunRecord
-from harness.report.fmt import fmt_band, fmt_labels, fmt_status, fmt_value
+from harness.numfmt import fmt_band, fmt_value
+from harness.report.fmt import fmt_labels, fmt_status
 from harness.report.outputs import HTML_NAME
 from harness.run.finish import errors_of
 from harness.run.session import Finished

@@ -17,19 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from harness.fsutil import inside
 from harness.model import CheckResult, Evaluation, Metric, RunRecord, ToolRun
+from harness.numfmt import digits_for, fmt_band, fmt_bytes, fmt_delta, fmt_duration, fmt_num, fmt_value
 from harness.report import tplcache, views
 from harness.report.drives import drive_table
-from harness.report.fmt import (
-    digits_for,
-    fmt_band,
-    fmt_bytes,
-    fmt_delta,
-    fmt_duration,
-    fmt_labels,
-    fmt_num,
-    fmt_time,
-    fmt_value,
-)
+from harness.report.fmt import fmt_labels, fmt_time
 from harness.report.trends import history_view
 from harness.report.views import Shown
 
