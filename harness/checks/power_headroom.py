@@ -48,6 +48,7 @@ from harness.series.telemetry import TelemetryParams
 from harness.units import WATT
 
 SLACK_S = 60.0  # start-up of the load tools and their shutdown, on top of `duration`
+NAME = "power_headroom"
 BURN_NAME, STRESS_NAME = "burn", "stress-ng"
 TELEMETRY = ("gpu.temp_max", "gpu.mem_temp_max", "gpu.power_mean", "gpu.power_max", "gpu.sm_clock_mean",
              "gpu.util_mean", "gpu.throttle_pct", "gpu.energy", "gpu.lost")
@@ -372,8 +373,9 @@ def _judge(params: PowerHeadroomParams, ctx: CheckContext, group: LoadGroup, sam
     if sampler.nvml_error:
         notes.append(f"GPU power sampling stopped: {sampler.nvml_error}")
     ticks = [power.BmcTick(s.t, s.phase, s.bmc) for s in samples if s.bmc is not None]
-    own = (power.judge_psus(ticks, policy) + power_series.judge_gpus(samples, limits, params.temp_margin_c)
-           + power_series.judge_airflow(samples, params.inlet_max_c))
+    own = tuple(replace(f, source=NAME) for f in (  # the series judge; the kind signs its verdicts
+        power.judge_psus(ticks, policy) + power_series.judge_gpus(samples, limits, params.temp_margin_c)
+        + power_series.judge_airflow(samples, params.inlet_max_c)))
     details: sections.Details = {
         "power": {"file": str(saved.relative_to(ctx.run_dir)) if saved else None, "samples": len(samples),
                   "period_s": params.period, "source": series.source, "estimated": series.estimated,
@@ -413,7 +415,7 @@ def _last(text: str) -> str:
 
 
 KIND = CheckKind(
-    name="power_headroom",
+    name=NAME,
     description="full-system load (GPU burn, stress-ng, fio): node power vs usable PSU capacity, PSU state",
     params=PowerHeadroomParams,
     metrics=catalog.subset([*OWN, *TELEMETRY]),

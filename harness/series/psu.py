@@ -23,7 +23,6 @@ from harness.model import BmcReading, Finding, Outcome
 from harness.sections import Psu
 from harness.units import COUNT
 
-SOURCE = "power_headroom"  # the power_headroom kind's name (series may not import checks/ for NAME)
 PHASES = ("before", "load", "cooldown")
 _SPLIT = re.compile(r"^(\d+)\+(\d+)$")
 _N_PLUS = re.compile(r"^N\+(\d+)$")
@@ -154,7 +153,7 @@ class BmcTick:
 def _ev(metric: str, labels: Mapping[str, Any], outcome: Outcome, measured: Optional[float],
         message: str, low: Optional[float] = None) -> Finding:
     return Finding(metric=metric, labels=labels, outcome=outcome, measured=measured, unit=COUNT, low=low,
-                   message=message, source=SOURCE)
+                   message=message)
 
 
 def when(tick: BmcTick) -> str:

@@ -1,7 +1,7 @@
 """The report and series pick what to show by what a check holds (its sections, its metrics), never
 by its kind's name (issue #27), held by reading the source: nothing in harness/report/ or
-harness/series/ compares a `kind` to a string, nor keeps a kind's name in a constant, and no
-report template compares `c.kind`."""
+harness/series/ compares a `kind` to a string or keeps a kind's name in a constant (a series
+judge's findings are signed by the kind that calls it), and no report template compares `c.kind`."""
 
 from __future__ import annotations
 
@@ -25,12 +25,14 @@ def _is_kind(node: ast.expr) -> bool:
 
 
 def _offences(path: Path) -> list[str]:
-    """Comparisons of a `kind` with a string (literal or named), and constants holding a kind's name
-    that are compared with something."""
+    """Module constants holding a kind's name, and comparisons of a `kind` with a string (literal or
+    named) or of such a constant with anything."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     named = {t.id for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
              and n.value.value in KINDS for t in n.targets if isinstance(t, ast.Name)}
-    out: list[tuple[int, str]] = []
+    out: list[tuple[int, str]] = [(n.lineno, f"{path.name}:{n.lineno} {ast.unparse(n)}") for n in tree.body
+                                  if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+                                  and n.value.value in KINDS]
     for node in ast.walk(tree):
         if not isinstance(node, ast.Compare):
             continue
@@ -59,5 +61,6 @@ def test_the_scan_sees_what_it_forbids(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text('FIO = "fio"\nif c.kind == "observe":\n    pass\nx = [c for c in cs if c.kind == FIO]\n'
                    'y = kind != "nccl"\nz = c.kind in ("fio", "nvme_health")\nok = c.id == "fio"\n')
-    assert _offences(bad) == ["bad.py:2 c.kind == 'observe'", "bad.py:4 c.kind == FIO",
-                              "bad.py:5 kind != 'nccl'", "bad.py:6 c.kind in ('fio', 'nvme_health')"]
+    assert _offences(bad) == ["bad.py:1 FIO = 'fio'", "bad.py:2 c.kind == 'observe'",
+                              "bad.py:4 c.kind == FIO", "bad.py:5 kind != 'nccl'",
+                              "bad.py:6 c.kind in ('fio', 'nvme_health')"]
