@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Union
 
 from harness import sections
+from harness.numfmt import fmt_bytes, fmt_num
 
 FactValue = Union[str, int, float, bool, None]
 
@@ -166,14 +167,14 @@ def display(fact: str, value: Any) -> str:
         return _bytes(value)
     if isinstance(value, str) and value == "":
         return '""'
-    return f"{value:g}" if isinstance(value, float) else str(value)
+    if isinstance(value, float):
+        return fmt_num(value, 6, trim=True)
+    return fmt_num(value) if isinstance(value, int) else str(value)
 
 
 def _bytes(n: int) -> str:
-    """Exact when a binary unit divides it ('64 MiB'), else bytes with the rounded size beside."""
+    """Exact when a binary unit divides it ('64 MiB'), else four digits of the nearest ('23.59 GiB')."""
     for name, size in _BINARY:
         if abs(n) >= size:
-            if n % size == 0:
-                return f"{n // size} {name}"
-            return f"{n} B ({n / size:.3g} {name})"
+            return f"{fmt_num(n // size)} {name}" if n % size == 0 else fmt_bytes(n, digits=4)
     return f"{n} B"

@@ -76,6 +76,29 @@ def why_not(e: OSError) -> str:
     return text[:1].lower() + text[1:]
 
 
+_KERNEL_TREES = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+
+def output_dir_problem(path: Path) -> str | None:
+    """Why a run could not create its directory under `path` (nothing is created), or None: the
+    nearest part that exists must be a directory this process can write, outside /proc, /sys and
+    /dev (which refuse new directories whatever their modes say)."""
+    full = Path(os.path.abspath(path))
+    probe = full
+    while not probe.exists():
+        if probe.is_symlink():
+            return f"{probe} is a dangling symbolic link"
+        probe = probe.parent
+    real = probe.resolve()
+    if any(real == t or t in real.parents for t in _KERNEL_TREES):
+        return f"{real} is in a kernel file system: name a directory on a disk"
+    if not probe.is_dir():
+        return f"{probe} is not a directory"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{probe}: permission denied (no write access)"
+    return None
+
+
 def atomic_write_json(path: Path, obj: Any, *, durable: bool = True) -> None:
     text = json.dumps(obj, indent=1, sort_keys=False, allow_nan=False) + "\n"
     atomic_write_bytes(path, text.encode("utf-8"), durable=durable)

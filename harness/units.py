@@ -209,6 +209,15 @@ def canonical(unit: str) -> tuple[str, float]:
                      f"or a multiple such as MB/s, ms, kW, GHz, GiB")
 
 
+def canonical_for(unit: str, target: str | None) -> tuple[str, float]:
+    """canonical(unit), but into `target` (a metric's catalogue unit) where the two are one dimension
+    in different catalogue units: ('us', 1e6) for a latency rule written in s."""
+    to, factor = canonical(unit)
+    if target is not None and to != target and (to, target) in _BETWEEN:
+        return target, factor * _BETWEEN[(to, target)]
+    return to, factor
+
+
 _QUANTITY = re.compile(r"^\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)\s*([^\s\d].*?)?\s*$")
 
 

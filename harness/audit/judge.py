@@ -177,9 +177,13 @@ def _judge_same(rule: FactRule, source: str, chosen: Sequence[Fact],
     per = FACTS[rule.fact].per or "device"
     if not known:
         return _unknown(rule, source, chosen[0], gpu_expected)
-    groups: dict[str, list[str]] = {}
+    by_value: dict[Any, list[str]] = {}  # by the value itself: two sizes may read alike rounded
     for f in known:
-        groups.setdefault(display(rule.fact, f.value), []).append(f.labels.get(per, "?"))
+        by_value.setdefault(f.value, []).append(f.labels.get(per, "?"))
+    groups: dict[str, list[str]] = {}
+    for v, devs in by_value.items():
+        groups.setdefault(display(rule.fact, v) if len(by_value) == 1 or _distinct(rule.fact, by_value)
+                          else repr(v), []).extend(devs)
     if len(groups) == 1:
         (value, devs), = groups.items()
         return FactOutcome(rule.fact, {}, value, describe(rule), "pass", rule.severity,
@@ -189,6 +193,11 @@ def _judge_same(rule: FactRule, source: str, chosen: Sequence[Fact],
     return FactOutcome(rule.fact, {}, f"{len(groups)} different values", describe(rule), _miss(rule),
                        rule.severity, "differs: " + "; ".join(parts), source, rule.note or "",
                        reduce="same")
+
+
+def _distinct(fact: str, by_value: Mapping[Any, list[str]]) -> bool:
+    """Whether the values still differ as displayed (else they are shown as written)."""
+    return len({display(fact, v) for v in by_value}) == len(by_value)
 
 
 def judge(rules: Sequence[tuple[FactRule, str]], facts: Sequence[Fact],

@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from harness import catalog
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, Params, PlannedCommand
 from harness.model import Metric
+from harness.numfmt import fmt_value
 from harness.parsers import extract
 from harness.units import SECONDS, UNITS
 
@@ -130,7 +131,7 @@ def run(params: CommandParams, ctx: CheckContext) -> CheckOutput:
         problems.append(f"{' '.join(params.argv)}: {how} (expected {params.expect_rc})"
                         + (f": {res.tail(300)}" if res.tail(300) else ""))
     metrics, more = extract_metrics(params, res.stdout(), res.stderr())
-    shown = "; ".join(f"{m.name}={m.value:.4g} {m.unit}" for m in metrics[:4])
+    shown = "; ".join(f"{m.name} {fmt_value(m.value, m.unit)}" for m in metrics[:4])
     metrics.append(Metric("command.duration", round(res.duration_s, 6), SECONDS))
     return CheckOutput(metrics=tuple(metrics), problems=tuple(problems + more),
                        summary=f"exit {res.rc} in {res.duration_s:.2f} s" + (f": {shown}" if shown else ""))

@@ -57,6 +57,7 @@ class _Issue:
     measured: float
     message: str
     outcome: Outcome = Outcome.FAIL
+    low: float | None = None  # the bound it missed, when not the metric's plain one (PCIe width)
 
 
 def xid_argv(params: GpuHealthParams) -> list[str] | None:
@@ -129,11 +130,11 @@ def findings(h: nvml.GpuHealth, params: GpuHealthParams) -> dict[str, list[_Issu
     out: dict[str, list[_Issue]] = {}
 
     def check(metric: str, known: bool, bad: bool, measured: float, msg: str,
-              outcome: Outcome = Outcome.FAIL) -> None:
+              outcome: Outcome = Outcome.FAIL, low: float | None = None) -> None:
         if known:
             out.setdefault(metric, [])
             if bad:
-                out[metric].append(_Issue(g, measured, f"GPU {g}: {msg}", outcome))
+                out[metric].append(_Issue(g, measured, f"GPU {g}: {msg}", outcome, low))
 
     if params.require_persistence:
         check("gpu.persistence_mode", h.persistence is not None, h.persistence is False, 0,
@@ -162,7 +163,8 @@ def findings(h: nvml.GpuHealth, params: GpuHealthParams) -> dict[str, list[_Issu
           f"{down} of {h.nvlink_total} NVLink links are down")
     w, wm = h.pcie_width, h.pcie_width_max
     check("gpu.pcie_width", w is not None and wm is not None, (w or 0) < (wm or 0), float(w or 0),
-          f"PCIe link trained down: x{w} of x{wm} (Gen{h.pcie_gen} of Gen{h.pcie_gen_max} at idle)")
+          f"PCIe link trained down: x{w} of x{wm} (Gen{h.pcie_gen} of Gen{h.pcie_gen_max} at idle)",
+          low=float(wm or 0))
     return out
 
 
@@ -259,11 +261,25 @@ def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
                 if h.pcie_gen is not None and h.pcie_gen_max is not None and h.pcie_gen < h.pcie_gen_max]
     if idle_gen:
         details["pcie_gen_at_idle"] = "; ".join(idle_gen) + " (normal at idle; judged under load by the burn)"
-    bad = sum(1 for e in own if e.outcome is Outcome.FAIL)
-    warn = sum(1 for e in own if e.outcome is Outcome.WARN)
-    parts = [f"{n} {what}" for n, what in ((bad, "failed"), (warn, "warning(s)")) if n]
-    summary = f"{len(health)} GPUs: " + (", ".join(parts) or "healthy")
+    summary = f"{len(health)} GPUs: " + (_named(own) or "healthy")
     return CheckOutput(tuple(metrics), tuple(problems), details, summary, findings=tuple(own))
+
+
+def _named(found: Sequence[Finding]) -> str:
+    """What failed and warned, by rule and GPU: 'failed gpu.count; gpu.persistence_mode (GPU 3)'
+    (it said '1 failed' when the one failure was the GPU-count rule, not a GPU)."""
+    parts = []
+    for outcome, word in ((Outcome.FAIL, "failed"), (Outcome.WARN, "warned")):
+        gpus: dict[str, list[str]] = {}
+        for f in found:
+            if f.outcome is outcome:
+                gpu = f.labels.get("gpu")
+                gpus.setdefault(f.metric, []).extend([] if gpu is None else [str(gpu)])
+        named = [m + (f" (GPU {', '.join(dict.fromkeys(g))})" if g else "") for m, g in gpus.items()]
+        if named:
+            more = f"; +{len(named) - 3} more" if len(named) > 3 else ""
+            parts.append(f"{word} " + "; ".join(named[:3]) + more)
+    return ", ".join(parts)
 
 
 def _verdicts(found: Mapping[str, list[_Issue]], checked: int) -> list[Finding]:
@@ -272,9 +288,14 @@ def _verdicts(found: Mapping[str, list[_Issue]], checked: int) -> list[Finding]:
     for metric, items in found.items():
         for f in items:
             fails = f.outcome is Outcome.FAIL
+            # the bound missed: a flag that must be on (persistence, ECC) >= 1, a width >= its max,
+            # a count of faults <= 0
+            on = catalog.METRICS[metric].better == "higher"
+            low = (f.low if f.low is not None else 1.0) if fails and on else None
             out.append(Finding(metric=metric, labels={"gpu": f.gpu}, outcome=f.outcome,
                                severity="fail" if fails else "warn", measured=f.measured, unit=COUNT,
-                               high=0.0 if fails else None, message=f.message, source=SOURCE))
+                               low=low, high=0.0 if fails and not on else None,
+                               message=f.message, source=SOURCE))
         if not items:
             out.append(Finding(metric=metric, outcome=Outcome.PASS, unit=COUNT, reduce="max",
                                message=f"all {checked} GPUs fine", source=SOURCE))

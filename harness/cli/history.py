@@ -158,7 +158,7 @@ def compare(run_a: str, run_b: str, history: Path | None, as_json: bool) -> None
              f"B = {b.run_id} ({b.suite.get('name', '?')}, {b.verdict})")
     for note in runcompare.notes(a, b):
         click.echo(f"note: {note}")
-    text = hv.render_table(title, ["series", "A", "B", "unit", "Δ", "better", ""],
+    text = hv.render_table(title, ["series", "A", "B", "Δ", "better", ""],
                            runcompare.table_rows(rows), right=(1, 2, 4), wrap=(0,))
     if text is not None:
         click.echo(text)

@@ -146,10 +146,17 @@ def report(run_dir: Path) -> None:
 @click.argument("kind")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 def parse(kind: str, file: Path) -> None:
-    """Parse a saved tool output FILE with the KIND parser and print JSON."""
+    """Parse a saved tool output FILE with the KIND parser and print JSON.
+
+    Exit 0 when the output is a complete, valid KIND output; 2 when it is not (the JSON, with its
+    problems, is still printed, and the first problem goes to stderr)."""
     from harness.cli.parse import parse_file  # start-up: the parsers load only for this command
 
-    click.echo(json.dumps(parse_file(kind, file), indent=2))
+    parsed = parse_file(kind, file)
+    click.echo(json.dumps(parsed, indent=2))
+    if not parsed["valid"]:
+        why = next(iter(parsed["problems"]), "no metric found")
+        raise UsageError(f"{file}: not a valid {kind} output: {why}")
 
 
 for command in (list_cmd, export, baseline, history, compare, audit, fleet):

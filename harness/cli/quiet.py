@@ -18,8 +18,7 @@ from typing import TextIO
 
 from harness.errors import printable
 from harness.model import CheckResult, Evaluation, RunRecord
-from harness.numfmt import fmt_band, fmt_value
-from harness.report.fmt import fmt_labels, fmt_status
+from harness.report.fmt import fmt_status, rule_line
 from harness.report.outputs import HTML_NAME
 from harness.run.finish import errors_of
 from harness.run.session import Finished
@@ -37,12 +36,9 @@ def _one_line(text: str) -> str:
 
 
 def fault(ev: Evaluation) -> str:
-    """One failing rule: what was measured against what was expected."""
-    name = ev.metric + fmt_labels(ev.labels)
-    if ev.measured is not None and (ev.low is not None or ev.high is not None):
-        return (f"{name} {fmt_value(ev.measured, ev.unit)}, "
-                f"expected {fmt_band(ev.low, ev.high, ev.unit, ascii_=True)}")
-    return f"{name}: {ev.message}"
+    """One failing rule: what was measured against what was expected, in words ('gpu.count 7 of 8',
+    'gpu.persistence_mode{gpu=3} off, expected on')."""
+    return rule_line(ev)
 
 
 def problem(check: CheckResult) -> str:

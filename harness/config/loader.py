@@ -23,7 +23,7 @@ from harness.config.paths import find_profile, find_suite
 from harness.config.problems import Doc, did_you_mean, show
 from harness.config.yamlload import Locator, PathKey, load_yaml
 from harness.errors import ConfigError, ConfigProblem
-from harness.units import canonical
+from harness.units import canonical_for
 
 MAX_EXTENDS = 16
 K = TypeVar("K", bound=KindSpec)  # the caller's kind type (harness.checks.base.CheckKind)
@@ -84,17 +84,18 @@ def _expectation_problems(doc: Doc, prefix: PathKey, known: Mapping[str, MetricS
                 out.append(doc.problem((*here, "metric"), f"unknown metric {metric!r}"
                                                           f"{did_you_mean(metric, known)}{hint}"))
             continue
-        if isinstance(unit, str) and _canonical_or_same(unit) != spec.unit:
+        if isinstance(unit, str) and _canonical_or_same(unit, spec.unit) != spec.unit:
             judged.add((*here, "unit"))
             out.append(doc.problem((*here, "unit"), f"unit {unit!r} does not match metric "
                                                     f"{metric} ({spec.unit})"))
     return out, judged
 
 
-def _canonical_or_same(unit: str) -> str:
-    """The catalogue unit `unit` converts to (MB/s -> GB/s), or `unit` itself when it is none."""
+def _canonical_or_same(unit: str, metric_unit: str) -> str:
+    """The catalogue unit `unit` converts to for a metric in `metric_unit` (MB/s -> GB/s, s -> us),
+    or `unit` itself when it is none."""
     try:
-        return canonical(unit)[0]
+        return canonical_for(unit, metric_unit)[0]
     except ValueError:
         return unit
 

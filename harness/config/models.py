@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from harness.catalog import METRICS
 from harness.config.driftrules import DriftRule
 from harness.config.factrule import FactRule
 from harness.config.numbers import Bytes, Fraction, Quantity, Ratio, Seconds, convert_rule
@@ -81,7 +82,10 @@ class Expectation(Strict):
     @model_validator(mode="before")
     @classmethod
     def _canonical_unit(cls, data: Any) -> Any:
-        return convert_rule(data) if isinstance(data, dict) else data
+        if not isinstance(data, dict):
+            return data
+        spec = METRICS.get(data["metric"]) if isinstance(data.get("metric"), str) else None
+        return convert_rule(data, spec.unit if spec else None)
 
     @field_validator("lower", "upper", mode="before")
     @classmethod

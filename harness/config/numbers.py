@@ -14,7 +14,7 @@ from pydantic import BeforeValidator, Field, WithJsonSchema
 
 from harness.units import (
     DURATION_HINT,
-    canonical,
+    canonical_for,
     parse_duration,
     parse_fraction,
     parse_percent,
@@ -117,18 +117,30 @@ Quantity = Annotated[Optional[float], BeforeValidator(_reject_unreadable),
                      WithJsonSchema({"anyOf": [{"type": "number"}, _QUANTITY_JS, {"type": "null"}]})]
 
 
-def convert_rule(data: dict[str, Any]) -> dict[str, Any]:
-    """A rule's raw mapping with its unit made the catalogue's (MB/s -> GB/s, ms -> us, kW -> W)
-    and its absolute numbers converted into it: reference, min, max, and lower/upper where the
-    reference is 0 (they are absolute then). A number that cannot be read becomes Unreadable."""
+def convert_rule(data: dict[str, Any], metric_unit: str | None = None) -> dict[str, Any]:
+    """A rule's raw mapping with its unit made the catalogue's (MB/s -> GB/s, ms -> us, kW -> W; s
+    -> us for a metric in us) and its absolute numbers converted into it: reference, min, max,
+    lower/upper where the reference is 0 (they are absolute then) and a sibling band's max_below and
+    max_above. A number that cannot be read becomes Unreadable."""
     unit = data.get("unit")
     if not isinstance(unit, str):
         return data
     try:
-        to, factor = canonical(unit)
+        to, factor = canonical_for(unit, metric_unit)
     except ValueError:
         return data  # the unit field's own validator words it
     out = dict(data, unit=to)
+    band = out.get("sibling")
+    if isinstance(band, dict) and factor != 1.0:
+        band = dict(band)
+        for k in ("max_below", "max_above"):
+            v = band.get(k)
+            if v is not None and not isinstance(v, bool):
+                try:
+                    band[k] = parse_quantity(v, to, factor)
+                except ValueError as e:
+                    band[k] = Unreadable(str(e))
+        out["sibling"] = band
     for k in ("reference", "min", "max", "lower", "upper"):
         if k == "lower" and out.get("reference") != 0:
             break

@@ -100,7 +100,20 @@ def _find(what: str, name_or_path: str | Path) -> Path:
             if candidate.is_file():
                 return candidate
     searched = ", ".join(str(d) for d in dirs)
-    raise ConfigError(f"{what[:-1]} {text!r} not found; searched: {searched}")
+    near = _near(text.removesuffix(".yaml").removesuffix(".yml"), [f.name for f in catalogue(what)])
+    raise ConfigError(f"{what[:-1]} {text!r} not found{near}; searched: {searched}")
+
+
+def _near(text: str, names: list[str]) -> str:
+    """' (did you mean 'quick'?)' for a misspelt name, every name holding a short one ('h100': the
+    H100 profiles), or '' when nothing is close."""
+    import difflib  # start-up: only when a name was not found
+
+    low = text.lower()
+    hits = sorted((n for n in names if low and low in n.lower()),
+                  key=lambda n: (not n.lower().startswith(low), n))[:3]
+    hits = hits or difflib.get_close_matches(text, names, n=2, cutoff=0.6)
+    return f" (did you mean {' or '.join(repr(h) for h in hits)}?)" if hits else ""
 
 
 def catalogue(what: str) -> list[Found]:

@@ -100,11 +100,16 @@ def write_parquet(source: Source, path: str) -> int:
 
 
 def fmt_for(fmt: str | None, output: Path | None) -> str:
-    """The format asked for, else the output file's suffix when it names one, else csv."""
+    """The format asked for, else the output file's suffix, else csv; UsageError for a suffix that
+    names no format (`-o rows.xlsx` would be CSV under a spreadsheet's name)."""
     if fmt:
         return fmt
     suffix = output.suffix.lstrip(".") if output is not None else ""
-    return suffix if suffix in FORMATS else "csv"
+    if suffix and suffix.lower() not in FORMATS:
+        known = ", ".join(f".{f}" for f in FORMATS)
+        raise UsageError(f"--output {output}: no export format has the extension .{suffix}; name the "
+                         f"file {known}, or give --format")
+    return suffix.lower() or "csv"
 
 
 def export(source: Source, fmt: str, output: Path | None, stdout: IO[str]) -> int:

@@ -67,9 +67,31 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
     try:
         dispatch.wait(fleet_dir, manifest, poll_s=poll_s, start_timeout_s=start_timeout_s,
                       on_poll=prog.update, on_error=lambda m: prog.note(f"slurm query failed: {m}"))
+    except KeyboardInterrupt:
+        prog.close()
+        return _interrupted(fleet_dir, manifest, drain_failed, exports, settings)
     finally:
         prog.close()
     return _report(fleet_dir, drain_failed, exports, settings, poll=False)
+
+
+def _interrupted(fleet_dir: Path, manifest: layout.Manifest, drain_failed: bool, exports: Exports,
+                 settings: OutlierSettings | None) -> int:
+    """Ctrl-C while following the jobs: cancel what was submitted and has not ended, say which jobs
+    were cancelled or left, and report the fleet as it stands (exit 130, like a single run)."""
+    print("interrupted: cancelling the fleet's jobs that have not ended (scancel by job id)", file=sys.stderr)
+    done = dispatch.cancel_open(fleet_dir, manifest, "interrupted (SIGINT)")
+    for n, job_id in done.cancelled.items():
+        print(f"  cancelled {n}: job {job_id}", file=sys.stderr)
+    for n, why in done.left.items():
+        print(f"  left {n}: {why}", file=sys.stderr)
+    if done.cancelled and not dispatch.await_ended(fleet_dir, manifest, list(done.cancelled)):
+        print("  (some cancelled jobs had not ended yet: `harness fleet report` later shows their end)",
+              file=sys.stderr)
+    _report(fleet_dir, drain_failed, exports, settings, poll=False)
+    print(f"fleet run interrupted: {len(done.cancelled)} job(s) cancelled, {len(done.left)} left; "
+          f"see {fleet_dir}", file=sys.stderr)
+    return 130
 
 
 def fleet_history(value: str | None) -> str | None:

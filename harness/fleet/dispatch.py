@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import harness
-from harness.errors import UsageError
+from harness.errors import HarnessError, UsageError
 from harness.fleet import layout
 from harness.fleet.layout import Manifest, NodeJob, SeenJob
 from harness.fleet.slurmtext import (
@@ -244,6 +244,66 @@ def cancel_unstarted(fleet_dir: Path, manifest: Manifest, seen: dict[str, SeenJo
         seen[n] = replace(seen[n], note=note)
     layout.save_jobs(fleet_dir, seen)
     return late
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """What an interrupted `fleet run` did to its jobs: node -> job id cancelled, node -> why left."""
+
+    cancelled: Mapping[str, str]
+    left: Mapping[str, str]
+
+
+def cancel_open(fleet_dir: Path, manifest: Manifest, why: str, timeout_s: float = 20.0) -> Cancelled:
+    """Ask Slurm to cancel every submitted job not seen ending (one bounded scancel by job id), note
+    it on each job and mark the fleet interrupted. A job that ended, or that scancel refused, is
+    left with the reason. Never raises for Slurm: a controller that does not answer is said."""
+    saved = layout.load_jobs(fleet_dir)
+    try:
+        saved = refresh(fleet_dir, manifest)
+    except HarnessError:  # a controller that does not answer: cancel what was last seen open
+        pass
+    open_jobs = {n: j.job_id for n, j in manifest.jobs.items()
+                 if j.job_id and not (n in saved and saved[n].job.finished)}
+    left = {n: f"job {j.job_id} had ended ({saved[n].job.describe()})" for n, j in manifest.jobs.items()
+            if j.job_id and n not in open_jobs}
+    cancelled: dict[str, str] = {}
+    if open_jobs:
+        try:
+            rc, _, err = slurm.call(["scancel", *open_jobs.values()], timeout=timeout_s, check=False)
+        except HarnessError as e:  # scancel missing or hung (bounded by timeout_s)
+            rc, err = -1, str(e)
+        if rc == 0:
+            cancelled = dict(open_jobs)
+        else:
+            left.update({n: f"job {jid}: scancel failed: {err.strip()[-200:] or f'exit {rc}'}; cancel it "
+                            f"with: scancel {jid}" for n, jid in open_jobs.items()})
+    now = utcnow()
+    for n, jid in cancelled.items():
+        prev = saved.get(n)
+        job = prev.job if prev else JobInfo(jid, "RUNNING")
+        saved[n] = SeenJob(job, now, f"{why}: cancelled by harness")
+    layout.save_jobs(fleet_dir, saved)
+    layout.save_manifest(fleet_dir, replace(manifest, options={**manifest.options, "interrupted": now,
+                                                               "interrupted_by": why}))
+    return Cancelled(cancelled, left)
+
+
+def await_ended(fleet_dir: Path, manifest: Manifest, nodes: Sequence[str], timeout_s: float = 20.0,
+                poll_s: float = 0.5) -> bool:
+    """Poll (bounded) until the jobs of `nodes` have ended, as cancelled jobs do after COMPLETING;
+    whether they all did. A failing poll ends the wait (the states saved last are reported)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            seen = refresh(fleet_dir, manifest)
+        except HarnessError:
+            return False
+        if all(n in seen and seen[n].job.finished for n in nodes):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
 
 
 def wait(fleet_dir: Path, manifest: Manifest, *, poll_s: float, start_timeout_s: float,

@@ -36,7 +36,7 @@ from harness.history.drift import VALID
 from harness.history.identity import identity_of
 from harness.history.series import better_of, is_declared
 from harness.model import Metric, RunRecord, join_labels
-from harness.numfmt import fmt_num
+from harness.numfmt import fmt_num, fmt_value
 from harness.units import BYTES, CELSIUS, COUNT, GBPS, IOPS, JOULE, MHZ, PERCENT, SECONDS, TFLOPS, US, WATT
 
 FLOORS = {GBPS: 0.05, IOPS: 0.05, TFLOPS: 0.05, MHZ: 0.05, US: 0.10, SECONDS: 0.10, CELSIUS: 0.10,
@@ -152,13 +152,14 @@ def expectation_for(check: str, metric: str, labels: dict[str, Any], unit: str, 
         side = "upper"
     cap = TAIL_CAP if is_tail(metric) and not higher else CAPS["higher" if higher else "lower"]
     if not math.isfinite(need) or need > cap:
-        return None, (f"disagree: the golden runs' values span {_num(lo)} to {_num(hi)} {unit} around a "
-                      f"median of {_num(ref)} (needs a tolerance of {_pct(need)}, more than the cap of "
+        return None, (f"disagree: the golden runs' values span {_val(lo, unit)} to {_val(hi, unit)} "
+                      f"around a median of {_val(ref, unit)} (needs a tolerance of {_pct(need)}, more "
+                      f"than the cap of "
                       f"{_pct(cap)}); rerun the golden runs or write this rule by hand")
     e = _covering({**base, "reference": ref, "unit": unit, "note": note}, side, need, scope)
     if e[side] > cap:  # covering every value took more than the cap
-        return None, (f"disagree: the golden runs' values span {_num(lo)} to {_num(hi)} {unit}, more "
-                      f"than the cap of {_pct(cap)} around {_num(ref)}")
+        return None, (f"disagree: the golden runs' values span {_val(lo, unit)} to {_val(hi, unit)}, "
+                      f"more than the cap of {_pct(cap)} around {_val(ref, unit)}")
     keep = ("metric", "check", "labels", "reference", side, "unit", "severity", "note")
     return {**{k: e[k] for k in keep if k in e}, side: tolerance(e[side])}, ""
 
@@ -171,6 +172,10 @@ def tolerance(x: float) -> float | str:
 
 def _num(x: float) -> str:
     return fmt_num(x, 6, trim=True)
+
+
+def _val(x: float, unit: str) -> str:
+    return fmt_value(x, unit, 6, trim=True)
 
 
 def _pct(x: float) -> str:
@@ -218,7 +223,7 @@ def capture(records: Sequence[RunRecord], name: str, extends: str | None = None,
         if exp is None:
             skipped.append(f"{text}: {why}")
             if why.startswith("disagree"):
-                warnings.append(f"{text}: not baselined, the golden runs {why[len('disagree: '):]}")
+                warnings.append(f"{text}: not baselined: {why[len('disagree: '):]}")
         else:
             expectations.append(exp)
     base = _assemble(records, name, extends, expectations, skipped, now or datetime.now(timezone.utc))

@@ -19,7 +19,7 @@ from harness.history.drift import VALID, SeriesKey, collapse
 from harness.history.identity import identity_of
 from harness.history.series import better_of, differences, suite_params
 from harness.model import RunRecord
-from harness.numfmt import fmt_num
+from harness.numfmt import fmt_delta, fmt_value
 
 
 @dataclass(frozen=True)
@@ -102,16 +102,9 @@ def to_json(a: RunRecord, b: RunRecord, rows: list[Row]) -> dict[str, Any]:
     return {"a": side(a), "b": side(b), "notes": notes(a, b), "rows": [r.to_dict() for r in rows]}
 
 
-def fmt(v: float | None) -> str:
-    return fmt_num(v, 4)
-
-
-def fmt_pct(v: float | None) -> str:
-    return "—" if v is None else f"{v:+.1f}%"
-
-
 def table_rows(rows: list[Row]) -> list[tuple[str, ...]]:
-    """Display cells: series, A, B, unit, delta, better (↑ higher, ↓ lower), and a verdict word."""
+    """Display cells: series, A, B (each with its unit, as the one formatter scales it: 23.5 GiB,
+    37.0 ms), delta, better (↑ higher, ↓ lower), and a verdict word."""
     out: list[tuple[str, ...]] = []
     for r in rows:
         reg = r.regression_pct
@@ -122,5 +115,6 @@ def table_rows(rows: list[Row]) -> list[tuple[str, ...]]:
         else:
             word = "worse" if reg > 0 else ("better" if reg < 0 else "same")
         arrow = {"higher": "↑ higher", "lower": "↓ lower"}.get(r.better, "")
-        out.append((r.key.text(), fmt(r.a), fmt(r.b), r.unit, fmt_pct(r.delta_pct), arrow, word))
+        out.append((r.key.text(), fmt_value(r.a, r.unit, 4), fmt_value(r.b, r.unit, 4),
+                    fmt_delta(r.delta_pct), arrow, word))
     return out

@@ -6,6 +6,7 @@ Tables are rich tables on a terminal and plain aligned text otherwise (CI logs, 
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from itertools import pairwise
 from pathlib import Path
@@ -51,8 +52,16 @@ def node_data(store: Store, query: str) -> dict[str, Any]:
         raise UsageError(f"no node {query!r} in {store.path} (known: {known})")
     runs = store.runs(node.node_id)
     metrics = store.metrics([r.run_id for r in runs])
-    per_run = [collapse(metrics[r.run_id], None) for r in runs]
+    # a series as the store keys it: a check run with other parameters (fio for 4 s in smoke, 10 s
+    # in quarterly) is another series, not the same column
+    per_run = [collapse(metrics[r.run_id], None, r.params) for r in runs]
     keys = _key_series(per_run)
+    suites: dict[SeriesKey, list[str]] = {k: [] for k in keys}
+    for r, series in zip(runs, per_run, strict=True):
+        for k in keys:
+            if k in series and r.suite not in suites[k]:
+                suites[k].append(r.suite)
+    twins = Counter((k.check, k.metric, k.labels) for k in keys)
     events = []
     for a, b in pairwise(runs):
         events += [{"run_id": b.run_id, "started": b.started, **c.to_dict()}
@@ -60,7 +69,9 @@ def node_data(store: Store, query: str) -> dict[str, Any]:
     return {
         "node": {"node_id": node.node_id, "name": node.name, "system_serial": node.system_serial,
                  "first_seen": node.first_seen, "last_seen": node.last_seen},
-        "key_metrics": [{"check": k.check, "metric": k.metric, "labels": k.label_dict} for k in keys],
+        "key_metrics": [{"check": k.check, "metric": k.metric, "labels": k.label_dict, "params": k.params,
+                         "suites": suites[k], "twins": twins[(k.check, k.metric, k.labels)]}
+                        for k in keys],
         "runs": [{"run_id": r.run_id, "started": r.started, "hostname": r.hostname, "suite": r.suite,
                   "profile": r.profile, "verdict": r.verdict, "run_dir": r.run_dir,
                   "gpus": len(r.identity.gpus),
@@ -120,6 +131,7 @@ def show_nodes(data: list[dict[str, Any]]) -> list[str | None]:
 def show_node(data: dict[str, Any]) -> list[str | None]:
     n = data["node"]
     heads = [" ".join([k["metric"], "/".join(str(v) for v in k["labels"].values())]).strip()
+             + (f" ({', '.join(k['suites'])})" if k.get("twins", 1) > 1 else "")
              for k in data["key_metrics"]]
     rows = [[r["started"].replace("T", " ")[:16], r["run_id"], r["suite"], r["verdict"],
              *(_num(v) for v in r["values"])] for r in data["runs"]]

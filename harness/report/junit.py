@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections import Counter
 from datetime import datetime, timezone
 
 from harness.model import CheckResult, Evaluation, Outcome, RunRecord, Status
-from harness.report.fmt import expectation_text, fmt_labels
+from harness.report.audit import is_audit_evaluation
+from harness.report.fmt import expectation_text, fmt_expected, fmt_labels
 
 # characters XML 1.0 forbids, even escaped
 _ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -46,24 +48,48 @@ def _child(parent: ET.Element, tag: str, text: str = "", **attrs: str) -> None:
         el.text = xml_text(text)
 
 
-def _eval_case(suite: ET.Element, check: CheckResult, ev: Evaluation, time_s: float) -> str | None:
-    """Add one evaluation's testcase; return the JUnit result it counts as (or None for a pass)."""
+def _case_name(ev: Evaluation, twins: int) -> str:
+    """metric{labels} [reduce]; with the rule's bound when another rule of the check has the same
+    name (host.shm_bytes >= 256 MiB and >= 1 GiB are two cases a CI reporter must tell apart)."""
     name = ev.metric + fmt_labels(ev.labels) + ("" if ev.reduce == "each" else f" [{ev.reduce}]")
-    case = _case(suite, check, name, time_s)
+    if twins > 1:
+        bound = fmt_expected(ev)
+        name += f" ({bound if bound != 'any' else ev.severity}{', warn' if ev.severity == 'warn' else ''})"
+    return name
+
+
+def _what(ev: Evaluation) -> tuple[str, str]:
+    """(what was measured against what was expected, said once; the finding's own sentence, when it
+    says more). A config fact's rule words both itself ('found 8 MiB, expected unlimited')."""
+    if is_audit_evaluation(ev) and ev.message:
+        return ev.message, ""
+    if ev.low is None and ev.high is None and ev.message:  # a finding with nothing to compare to
+        return ev.message, ""
     what = expectation_text(ev)
-    source = f"\nexpectation from {ev.source}" if ev.source else ""
+    said = not ev.message or ev.message.startswith(("measured ", "found "))
+    return what, "" if said else ev.message
+
+
+def _eval_case(suite: ET.Element, check: CheckResult, ev: Evaluation, time_s: float,
+               twins: int) -> str | None:
+    """Add one evaluation's testcase; return the JUnit result it counts as (or None for a pass)."""
+    case = _case(suite, check, _case_name(ev, twins), time_s)
+    what, more = _what(ev)
+    source = f"expectation from {ev.source}" if ev.source else ""
+    body = "\n".join(x for x in (more, what, source) if x)
     if ev.outcome is Outcome.FAIL:
-        _child(case, "failure", f"{ev.message}\n{what}{source}".strip(), message=what, type="fail")
+        _child(case, "failure", body, message=what, type="fail")
         return "failure"
     if ev.outcome is Outcome.ERROR:
         msg = ev.message or "metric missing or unusable"
-        _child(case, "error", f"{msg}\n{what}{source}".strip(), message=msg, type="error")
+        _child(case, "error", "\n".join(x for x in (msg, "" if what == msg else what, source) if x),
+               message=msg, type="error")
         return "error"
     note = {Outcome.WARN: f"WARN (not a failure): {what}",
             Outcome.XFAIL: f"XFAIL, known issue: {ev.xfail or ''}\n{what}",
             Outcome.XPASS: f"XPASS: passed although marked as known issue ({ev.xfail or ''})\n{what}",
             }.get(ev.outcome, what)
-    _child(case, "system-out", f"{note}\n{ev.message}".strip())
+    _child(case, "system-out", "\n".join(x for x in (note, more) if x))
     return None
 
 
@@ -88,7 +114,10 @@ def _check_cases(suite: ET.Element, check: CheckResult) -> list[str | None]:
         _child(case, "skipped", message=reason)
         return ["skipped"]
     n = len(check.evaluations)
-    kinds = [_eval_case(suite, check, e, check.duration_s / n) for e in check.evaluations]
+    names = Counter((e.metric, tuple(sorted(e.labels.items())), e.reduce) for e in check.evaluations)
+    kinds = [_eval_case(suite, check, e, check.duration_s / n,
+                        names[(e.metric, tuple(sorted(e.labels.items())), e.reduce)])
+             for e in check.evaluations]
     if check.status is Status.FAILED and "failure" not in kinds:
         case = _case(suite, check, "run", 0.0 if n else check.duration_s)
         msg = check.message or "check failed"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from harness import config
 from harness.checks.registry import kinds
 from harness.errors import UsageError, printable
+from harness.fsutil import output_dir_problem
 from harness.history import record as hist
 from harness.history.series import params_digest
 from harness.model import RunRecord, join_labels
@@ -146,6 +147,9 @@ def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepa
         return _resume(opts.resume, inventory_probe)
     loaded = config.load_suite(config.find_suite(opts.suite or "smoke"), kinds())
     checks = plan.select_checks(loaded, opts.only, opts.skip)  # argument errors before any work
+    bad_output = output_dir_problem(opts.output)
+    if bad_output is not None:
+        raise UsageError(f"--output {opts.output}: {bad_output}")
     inventory = dict(inventory_probe() if inventory_probe else sysinfo.collect())
     if opts.profile:
         prof = config.load_profile(opts.profile)

@@ -75,6 +75,17 @@ def test_real_run_extracts_and_records(tmp_path: Path):
     assert (tmp_path / tr.stdout_file).read_text() == "throughput 12.5 GB/s\n"
 
 
+def test_the_summary_words_numbers_as_the_one_formatter(tmp_path: Path):
+    """'prolog.tmp_free=7.563e+10 B' read as 70.4 GiB; a latency in us as ms."""
+    p = params(argv=[sys.executable, "-c", "print(75630000000, 36960)"],
+               metrics=[{"name": "app.free", "unit": "B", "regex": r"^(?P<value>\d+)"},
+                        {"name": "app.lat", "unit": "us", "regex": r" (?P<value>\d+)$"}])
+    out = KIND.run(p, ctx(tmp_path))
+    assert out.summary.split(" in ")[0] == "exit 0"
+    assert out.summary.endswith(": app.free 70.4 GiB; app.lat 37.0 ms"), out.summary
+    assert "e+" not in out.summary
+
+
 def test_unexpected_exit_status_is_a_problem_with_output(tmp_path: Path):
     p = params(argv=[sys.executable, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(4)"])
     out = KIND.run(p, ctx(tmp_path))

@@ -74,7 +74,8 @@ def test_each_fault_is_named_on_its_gpu(tmp_path: Path, monkeypatch):
     (warn,) = [e for e in out.evaluations if e.outcome is Outcome.WARN]
     assert warn.labels == {"gpu": 6}
     assert warn.message == "GPU 6: 20 retired pages (warn from 15, fail from 60)"
-    assert out.summary == "8 GPUs: 6 failed, 1 warning(s)"
+    assert out.summary == ("8 GPUs: failed gpu.lost (GPU 1); gpu.persistence_mode (GPU 4); "
+                           "gpu.ecc_uncorrected (GPU 2); +3 more, warned gpu.retired_pages (GPU 6)")
     assert out.details["pcie_gen_at_idle"] == ("GPU 3 Gen4 of Gen5 (normal at idle; judged under load by "
                                                "the burn)")
 

@@ -70,7 +70,9 @@ def test_a_mismatch_fails_with_found_and_expected(tmp_path):
     assert r.returncode == 1
     assert "FAILED config-audit" in r.stdout
     line = next(ln for ln in r.stdout.splitlines() if "host.shm_bytes" in ln)
-    assert re.search(r"found \d+ B \([\d.]+ GiB\)|found \d+ (MiB|GiB)", line) and "expected >= 1 PiB" in line
+    # the one formatter's bytes: exact when a unit divides them, else four digits ('23.59 GiB')
+    assert re.search(r"found [\d.,]+ (MiB|GiB)", line) and "expected >= 1 PiB" in line
+    assert not re.search(r"\d{4,} B\b", line), line
     run_dir = run_dirs(tmp_path / "out")[0]
     c = audit_check(run_dir)
     assert c["status"] == "failed"
@@ -118,3 +120,33 @@ def test_quick_suite_starts_with_the_audit_and_dry_run_lists_its_rules():
     assert "config gpu.fabricmanager_running: true  [fail; h100-sxm-8x]" in r.stdout
     assert "config host.memlock: unlimited  [fail; h100-sxm-8x]" in r.stdout
     assert "config host.thp: one of madvise, never  [warn; h100-sxm-8x]" in r.stdout  # from generic
+
+
+def test_junit_says_found_and_expected_once_and_tells_twin_rules_apart(tmp_path):
+    """Config cases started 'measured nothing, expected any', repeated their line, and the two
+    host.shm_bytes rules (fail below 256 MiB, warn below 1 PiB) were two cases of one name."""
+    import xml.etree.ElementTree as ET
+
+    profile = write(tmp_path / "p.yaml", "name: p\nconfig:\n"
+                    "  - {fact: host.shm_bytes, min: 256MiB}\n"
+                    "  - {fact: host.shm_bytes, min: 1PiB, severity: warn}\n"
+                    "  - {fact: host.thp, one_of: [madvise, never, always]}\n"
+                    "  - {fact: host.nofile, min: 99999999999}\n")
+    suite = write(tmp_path / "audit.yaml", AUDIT_ONLY)
+    r = harness("run", str(suite), "--profile", str(profile), "--output", str(tmp_path / "out"))
+    assert r.returncode == 1, r.stderr
+    root = ET.parse(run_dirs(tmp_path / "out")[0] / "junit.xml").getroot()
+    tcs = [c for c in root.iter("testcase") if c.get("classname") == "config-audit"]
+    names = [c.get("name") for c in tcs]
+    assert "host.shm_bytes (>= 256 MiB)" in names and "host.shm_bytes (>= 1 PiB, warn)" in names
+    assert len(names) == len(set(names)), names
+    for tc in tcs:
+        for child in tc:
+            text = child.text or ""
+            assert "measured nothing" not in text and "expected any" not in text, (tc.get("name"), text)
+            lines = [ln for ln in text.splitlines() if ln]
+            assert len(lines) == len(set(lines)), text
+            assert not re.search(r"\d{5,}", text), text  # numbers through the one formatter
+    nofile = next(tc for tc in tcs if tc.get("name") == "host.nofile")
+    fail = nofile.find("failure")
+    assert fail is not None and fail.get("message", "").endswith("expected >= 99,999,999,999"), fail.attrib

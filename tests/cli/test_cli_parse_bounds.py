@@ -3,6 +3,7 @@ directory, a huge file and a symlink to a device are each one error line and exi
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -57,4 +58,16 @@ def test_a_file_at_the_limit_is_still_read(tmp_path: Path):
     ok = tmp_path / "fio.json"
     ok.write_text('{"fio version": "fio-3.33", "jobs": []}')
     r = harness("parse", "fio", str(ok))
-    assert r.returncode == 0 and '"metrics"' in r.stdout, r.stderr
+    # read and parsed (not refused): a fio JSON with no job is an invalid output, exit 2 with the JSON
+    assert r.returncode == 2 and '"metrics"' in r.stdout, r.stderr
+    assert r.stderr.strip() == f"error: {ok}: not a valid fio output: fio JSON output has no jobs"
+
+
+def test_an_invalid_parse_exits_2_and_a_valid_one_0():
+    r = harness("parse", "fio", "/etc/hostname")
+    assert r.returncode == 2, r.stdout
+    assert json.loads(r.stdout)["valid"] is False
+    assert r.stderr.startswith("error: /etc/hostname: not a valid fio output: not fio JSON output")
+    sample = Path(__file__).resolve().parents[1] / "data/fio/fio3.28_json_randrw_gtod_reduce_k8s.json"
+    good = harness("parse", "fio", str(sample))
+    assert good.returncode == 0 and json.loads(good.stdout)["valid"] is True, good.stderr

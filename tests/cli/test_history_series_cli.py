@@ -165,3 +165,23 @@ def test_many_writers_share_one_store(real: RunRecord, tmp_path: Path):
     with SqliteStore(store) as s:
         assert sorted(n.name for n in s.nodes()) == [f"n{i}" for i in range(6)]
         assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"  # a local file system
+
+
+def test_the_history_table_shows_series_as_the_store_keys_them(real: RunRecord, tmp_path: Path):
+    """smoke's 4 s fio and quick's were one fio.iops column; the store keeps them apart."""
+    runs = [_as(derive(real, "smoke-1", "2026-01-01T00:00:00Z"), "smoke", "smoke-fio"),
+            derive(real, "quick-1", "2026-01-02T00:00:00Z"),
+            _as(derive(real, "smoke-2", "2026-01-03T00:00:00Z"), "smoke", "smoke-fio")]
+    store = tmp_path / "h.sqlite"
+    dirs = [_save(r, tmp_path / "in" / r.run_id) for r in runs]
+    assert harness("history", "import", *map(str, dirs), "--history", str(store)).returncode == 0
+    doc = json.loads(harness("history", real.host, "--json", "--history", str(store)).stdout)
+    iops = [k for k in doc["key_metrics"]
+            if k["metric"] == "fio.iops" and k["labels"]["job"] == "randread_4k"]
+    assert len({k["params"] for k in iops}) == len(iops) == 2  # one column per series
+    by_params = {k["params"]: doc["key_metrics"].index(k) for k in iops}
+    values = {r["run_id"]: r["values"] for r in doc["runs"]}
+    smoke_col = by_params["smoke-fio"]
+    assert values["quick-1"][smoke_col] is None and values["smoke-1"][smoke_col] is not None
+    text = harness("history", real.host, "--history", str(store)).stdout
+    assert "(smoke)" in text and "(quick)" in text, text

@@ -101,3 +101,16 @@ def test_an_empty_env_entry_and_repeats_are_dropped(places: dict[str, Path],
     cwd_suites = str(places["cwd"] / "suites")
     monkeypatch.setenv("HARNESS_SUITES_PATH", os.pathsep.join(["", cwd_suites, cwd_suites]))
     assert [p.where for p in search_path("suites")] == ["env", "user", "system", "package"]
+
+
+def test_a_misspelt_or_short_name_gets_a_did_you_mean(tmp_path: Path) -> None:
+    """`harness run quik`, `--profile h100`: the names that were meant, as `harness list` shows them."""
+    from clihelp import harness
+
+    r = harness("run", "quik", "--dry-run", cwd=tmp_path)
+    assert r.returncode == 2 and "suite 'quik' not found (did you mean 'quick'?); searched:" in r.stderr
+    r = harness("run", "smoke", "--profile", "h100", "--dry-run", cwd=tmp_path)
+    assert r.returncode == 2
+    assert "profile 'h100' not found (did you mean 'h100-sxm-8x' or 'dgx-h100'?)" in r.stderr
+    r = harness("run", "zzzz", "--dry-run", cwd=tmp_path)
+    assert r.returncode == 2 and "did you mean" not in r.stderr and "suite 'zzzz' not found" in r.stderr

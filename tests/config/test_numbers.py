@@ -4,6 +4,7 @@ durations, fractions and percents, quantities in a multiple of the catalogue's u
 from __future__ import annotations
 
 import pytest
+from clihelp import harness
 from pydantic import ValidationError
 
 from harness.config.driftrules import DriftRule
@@ -80,6 +81,28 @@ def test_expectation_in_a_multiple_unit_is_converted() -> None:
     assert e.max == pytest.approx(37000)
     e = Expectation(metric="x", unit="ms", reference=0, upper=2)  # absolute when the reference is 0
     assert (e.unit, e.upper) == ("us", pytest.approx(2000))
+
+
+def test_a_latency_rule_in_seconds_is_converted_to_the_metrics_microseconds(tmp_path) -> None:
+    e = Expectation(metric="fio.clat_p99", unit="s", max=0.01)
+    assert (e.unit, e.max) == ("us", pytest.approx(10000))
+    e = Expectation(metric="fio.clat_p99", unit="s", max="20 ms")  # type: ignore[arg-type]
+    assert (e.unit, e.max) == ("us", pytest.approx(20000))
+    # a duration metric in s keeps its own unit
+    assert Expectation(metric="fio.persist_time", unit="s", max=5).unit == "s"
+    suite = tmp_path / "s.yaml"
+    suite.write_text("name: t\nchecks:\n  - id: f\n    kind: fio\n    expect:\n"
+                     "      - {metric: fio.clat_p99, max: 0.01, unit: s}\n")
+    r = harness("validate", str(suite))
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_sibling_offset_is_converted_with_its_rule() -> None:
+    """'+ 2 ms' of the median is 2000 us, not 2 us (the band's offset was left in the rule's unit)."""
+    e = Expectation(metric="fio.clat_p99", unit="ms", sibling={"max_above": 2, "vary": ["job"]})  # type: ignore[arg-type]
+    assert e.unit == "us" and e.sibling is not None and e.sibling.max_above == pytest.approx(2000)
+    e = Expectation(metric="gpu.temp_max", unit="C", sibling={"max_above": 10})  # type: ignore[arg-type]
+    assert e.sibling is not None and e.sibling.max_above == 10
 
 
 def test_lower_fifteen_meant_fifteen_percent_is_refused() -> None:

@@ -169,6 +169,8 @@ def test_history_exports_every_run_or_one_nodes(tmp_path: Path):
     (["--history", "--store", "{tmp}/none.sqlite"], "no history store"),
     ([], "give a run or fleet directory"),
     (["{bad}"], "not JSON"),
+    (["{run}", "-o", "{tmp}/rows.xlsx"], "no export format has the extension .xlsx; name the file .csv, "
+                                         ".jsonl, .parquet, or give --format"),
 ])
 def test_bad_input_exits_2_and_says_why(tmp_path: Path, args: list[str], message: str):
     run = run_dir(tmp_path, sample_record())
@@ -179,6 +181,19 @@ def test_bad_input_exits_2_and_says_why(tmp_path: Path, args: list[str], message
     r = harness("export", *argv)
     assert r.returncode == 2 and message in r.stderr, r.stderr
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_an_unknown_extension_writes_nothing_but_format_says_what_is_meant(tmp_path: Path):
+    run = run_dir(tmp_path, sample_record())
+    out = tmp_path / "rows.xlsx"
+    assert harness("export", str(run), "-o", str(out)).returncode == 2
+    assert not out.exists()
+    r = harness("export", str(run), "-o", str(out), "--format", "csv")  # explicit: as asked
+    assert r.returncode == 0, r.stderr
+    assert out.read_text().startswith("node,")
+    upper = tmp_path / "ROWS.JSONL"
+    assert harness("export", str(run), "-o", str(upper)).returncode == 0
+    assert upper.read_text().startswith("{")
 
 
 def test_a_failed_write_leaves_the_old_file(tmp_path: Path):

@@ -248,3 +248,34 @@ def test_a_lab_left_by_a_dead_test_process_is_stopped_and_removed():
     (lab / OWNER).write_text(str(dead.pid))
     stop_orphans()
     assert not lab.exists()
+
+
+def test_ctrl_c_cancels_the_submitted_jobs_and_says_which(lab: Lab, tmp_path: Path):
+    """A SIGINT printed a bare 'aborted' (exit 130) and left the jobs RUNNING with no hint."""
+    import signal
+
+    suite, profile = files(tmp_path, fio=False, hang="n1")
+    out = tmp_path / "fleet"
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "fleet", "run", str(suite), "--nodes", "n1",
+                             "--output", str(out), "--profile", str(profile), "--poll-interval", "1s"],
+                            cwd=ROOT, env={**os.environ, **lab.env}, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        lab.wait_for("n1's run to start", lambda: any((out / "nodes" / "n1").glob("*/checks/inventory.json")))
+        job = json.loads((out / "fleet-run.json").read_text())["jobs"]["n1"]["job_id"]
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, stdout + stderr
+    assert f"  cancelled n1: job {job}" in stderr and "aborted" not in stderr, stderr
+    assert "fleet run interrupted: 1 job(s) cancelled, 0 left" in stderr
+    lab.wait_for("the job to end", lambda: lab.run("squeue", "-h", "-j", job).stdout.strip() == "")
+    manifest = json.loads((out / "fleet-run.json").read_text())
+    assert manifest["options"]["interrupted_by"] == "interrupted (SIGINT)"
+    doc = json.loads((out / "fleet.json").read_text())
+    (node,) = doc["nodes"]
+    assert node["status"] == "ERRORED", node
+    assert "interrupted (SIGINT): cancelled by harness" in node["reason"], node

@@ -165,3 +165,14 @@ def test_a_baseline_never_fails_the_runs_it_came_from(table: list[list[list[floa
         if e.reference is not None and e.metric in ("fio.clat_p99", "gpu.temp_max"):
             assert e.lower is None and e.upper is not None
     assert not any(e.metric == "gpu.power_mean" for e in prof.profile.expectations)
+
+
+def test_a_disagreement_warning_says_it_once_with_formatted_numbers() -> None:
+    """It read 'not baselined, the golden runs the golden runs' values span 100 to 1e+05 us'."""
+    table = [[[v] if name == "fio.clat_p99" else [1.0] for name, _ in _METRICS]
+             for v in (100.0, 110.0, 100.0, 5000.0, 100000.0)]
+    cap = baseline.capture(_records(table), "spread")
+    (warning,) = [w for w in cap.warnings if "fio.clat_p99" in w]
+    assert warning.startswith("c1/fio.clat_p99{gpu=0}: not baselined: the golden runs' values span 100 us to "
+                              "100 ms around a median of"), warning
+    assert "golden runs the golden" not in warning and "e+" not in warning

@@ -28,12 +28,25 @@ def test_rows_are_ordered_by_regression_in_the_bad_direction():
                      ("host.cpu_cores", None), ("fio.iops", "gone"), ("fio.iops", "new")]
     assert [round(r.regression_pct or 0, 6) for r in rows[:3]] == [30.0, 10.0, -10.0]
     cells = table_rows(rows)
-    assert cells[0] == ("c/fio.clat_p99{job=r}", "100", "130", "us", "+30.0%", "↓ lower", "worse")
-    assert cells[1][5] == "↑ higher" and cells[3][5] == ""  # gpu.power_mean: no direction
+    assert cells[0] == ("c/fio.clat_p99{job=r}", "100 us", "130 us", "+30.0 %", "↓ lower", "worse")
+    assert cells[1][4] == "↑ higher" and cells[3][4] == ""  # gpu.power_mean: no direction
     assert cells[2][-1] == "better" and cells[3][-1] == "" and cells[-2][-1] == "only in A"
-    assert cells[-1][1:3] == ("—", "5")
+    assert cells[-1][1:3] == ("—", "5 IOPS")
     doc = to_json(a, b, rows)
     assert doc["rows"][0]["regression_pct"] == 30.0 and doc["a"]["run_id"] == "a"
+
+
+def test_numbers_read_as_the_one_formatter_writes_them():
+    """Bytes were '25,276,502,016 B' and a latency '36,960 us': GiB and ms, as everywhere else."""
+    a = _run("a", [Metric("host.memory", 25276502016, "B"), Metric("fio.clat_p99", 36960, "us", {"job": "r"}),
+                   Metric("fio.bw", 0.9, "GB/s", {"job": "w"})])
+    b = _run("b", [Metric("host.memory", 25276502016, "B"), Metric("fio.clat_p99", 1200, "us", {"job": "r"}),
+                   Metric("fio.bw", 1.25, "GB/s", {"job": "w"})])
+    cells = {c[0]: c for c in table_rows(compare_runs(a, b))}
+    assert cells["c/host.memory"][1:3] == ("23.54 GiB", "23.54 GiB")
+    assert cells["c/fio.clat_p99{job=r}"][1:4] == ("36.96 ms", "1.200 ms", "-96.8 %")
+    assert cells["c/fio.bw{job=w}"][1:3] == ("900 MB/s", "1.250 GB/s")
+    assert not any("e+" in x or "e-" in x for c in cells.values() for x in c[1:4])
 
 
 def test_repeats_fold_by_median_and_errored_checks_are_left_out():

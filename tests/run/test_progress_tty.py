@@ -56,7 +56,7 @@ def test_run_on_a_terminal_shows_live_progress(tmp_path: Path):
     screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))
     assert p.returncode == 0, screen
     assert "[1/1] sleepy (command)" in screen  # the live line, drawn while the check ran
-    assert "PASSED   sleepy" in screen and "app.rate=7.5 GB/s" in screen
+    assert "PASSED   sleepy" in screen and "app.rate 7.50 GB/s" in screen
     assert "ACCEPTED: 1 passed" in screen
 
 
