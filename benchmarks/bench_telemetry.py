@@ -47,9 +47,10 @@ def bare_reader(nv: Any, handles: list[Any]) -> Callable[[], None]:
                       nv.NVML_VOLATILE_ECC)
     reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) \
         or nv.nvmlDeviceGetCurrentClocksThrottleReasons
+    temperature = getattr(nv, "nvmlDeviceGetTemperatureV", None) or nv.nvmlDeviceGetTemperature  # 13+: V
     calls: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
         (nv.nvmlDeviceGetUtilizationRates, ()), (reasons, ()), (nv.nvmlDeviceGetPowerUsage, ()),
-        (nv.nvmlDeviceGetTemperature, (temp_gpu,)), (nv.nvmlDeviceGetFieldValues, ([82],)),
+        (temperature, (temp_gpu,)), (nv.nvmlDeviceGetFieldValues, ([82],)),
         (nv.nvmlDeviceGetTotalEnergyConsumption, ()), (nv.nvmlDeviceGetClockInfo, (sm,)),
         (nv.nvmlDeviceGetClockInfo, (mem,)), (nv.nvmlDeviceGetCurrPcieLinkGeneration, ()),
         (nv.nvmlDeviceGetMaxPcieLinkGeneration, ()), (nv.nvmlDeviceGetCurrPcieLinkWidth, ()),

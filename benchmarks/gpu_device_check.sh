@@ -8,26 +8,33 @@
 #   as it is; of the wheels carried in .device/wheels/cp312 (benchmarks/gpu_device_prep.sh) only
 #   those whose distribution python3 lacks are installed, with --no-deps, into a target directory
 #   put on PYTHONPATH (no new venv: that would hide PyTorch);
-# * gpu-burn and nccl-tests are built with nvcc from .device/src when both are there;
+# * gpu-burn (a current wilicc/gpu-burn: its Makefile emits compare.fatbin, which the harness's
+#   gpu-burn engine finds beside the binary) and nccl-tests' all_reduce_perf only are built with nvcc
+#   from .device/src when both are there;
 # * every step is bounded (STEP_TIMEOUT, default 120 s) and the whole run keeps within BUDGET_S
-#   (default 540 s): a step that would start with less than 20 s left is skipped, and said so;
-# * everything lands in $OUT/work and is packed into ONE archive, $OUT/device-check.tar.gz, with
+#   (default 450 s: the lent machine's 9 minutes with margin for its start and the transfers): a
+#   step that would start with less than 20 s left is skipped, and said so;
+# * the work happens in a fresh directory under /tmp (WORK); $OUT receives exactly two files (the
+#   machine hands back at most 8, at most 2 folders down): ONE archive, device-check.tar.gz, and
 #   summary.txt (per-GPU TFLOPS, temperatures, power average and instantaneous, throttling, the
-#   telemetry cost) also copied next to it.
+#   telemetry cost).
 #
 #   prepare (here):     benchmarks/gpu_device_prep.sh
-#   run (GPU machine):  OUT=/some/dir benchmarks/gpu_device_check.sh      (carry .device)
+#   run (GPU machine):  benchmarks/gpu_device_check.sh      ($OUT is the machine's; carry .device)
 #   rehearse (here):    HARNESS_DEVICE_REHEARSAL=1 PY=.venv/bin/python OUT=/tmp/x benchmarks/gpu_device_check.sh
 #
 # HARNESS_DEVICE_REHEARSAL=1 puts tests/support/fakenvml.py in place of pynvml (two fake H200s)
 # and burns/copies on the CPU (NumPy backend), so the whole flow and the archive layout can be
-# rehearsed without a GPU. BURN_S (default 60) sets the burn length.
+# rehearsed without a GPU (the CPU burn stands in for both fake GPUs and must pass). BURN_S (default
+# 40) sets the burn length.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUT=${OUT:-$PWD/gpu-device-check}; DEV=${DEV:-$ROOT/.device}; PY=${PY:-python3}
-BURN_S=${BURN_S:-60}; STEP_TIMEOUT=${STEP_TIMEOUT:-120}; BUDGET_S=${BUDGET_S:-540}
+BURN_S=${BURN_S:-40}; STEP_TIMEOUT=${STEP_TIMEOUT:-120}; BUDGET_S=${BUDGET_S:-450}
 REHEARSAL=${HARNESS_DEVICE_REHEARSAL:-0}
-W=$OUT/work; START=$(date +%s)
+START=$(date +%s)
+mkdir -p "$OUT" || exit 2
+W=${WORK:-$(mktemp -d /tmp/gpu-device-check.XXXXXX)} || exit 2
 mkdir -p "$W/raw" "$W/site" "$W/build"
 cd "$ROOT" || exit 2
 log() { echo "== $(date -u +%H:%M:%S) +$(($(date +%s) - START))s $*" | tee -a "$W/steps.log"; }
@@ -90,14 +97,18 @@ ARCH=$("$PY" -c "import torch; p = torch.cuda.get_device_properties(0); print(f'
 if [ -n "$NVCC" ] && [ -d "$DEV/src/gpu-burn" ]; then
   cp -r "$DEV/src/gpu-burn" "$W/build/"
   step build-gpu-burn -- make -C "$W/build/gpu-burn" CUDAPATH="$(dirname "$(dirname "$NVCC")")" COMPUTE="$ARCH"
+  log "gpu-burn kernel: $(cd "$W/build/gpu-burn" && ls compare.fatbin compare.ptx 2>/dev/null | tr '\n' ' ')"
 else log "gpu-burn not built (nvcc: ${NVCC:-none}; source: $DEV/src/gpu-burn)"; fi
 NCCL=$("$PY" -c "import nvidia.nccl as n; print(list(n.__path__)[0])" 2>/dev/null || true)
 if [ -n "$NVCC" ] && [ -n "$NCCL" ] && [ -d "$DEV/src/nccl-tests" ]; then
   mkdir -p "$W/build/nccl/lib"; ln -sf "$NCCL/include" "$W/build/nccl/include"
   ln -sf "$(ls "$NCCL"/lib/libnccl.so* | head -n 1)" "$W/build/nccl/lib/libnccl.so"
   cp -r "$DEV/src/nccl-tests" "$W/build/"
-  step build-nccl-tests 180 -- make -C "$W/build/nccl-tests" -j16 MPI=0 CUDA_HOME="$(dirname "$(dirname "$NVCC")")" \
-    NCCL_HOME="$W/build/nccl" NVCC_GENCODE="-gencode=arch=compute_$ARCH,code=sm_$ARCH"
+  # only all_reduce_perf (and what it links), not the eleven binaries
+  step build-nccl-tests 180 -- make -C "$W/build/nccl-tests/src" -j16 MPI=0 \
+    CUDA_HOME="$(dirname "$(dirname "$NVCC")")" NCCL_HOME="$W/build/nccl" \
+    NVCC_GENCODE="-gencode=arch=compute_$ARCH,code=sm_$ARCH" BUILDDIR="$W/build/nccl-tests/build" \
+    "$W/build/nccl-tests/build/all_reduce_perf"
 else log "nccl-tests not built (nvcc: ${NVCC:-none}; NCCL wheel: ${NCCL:-none})"; fi
 export LD_LIBRARY_PATH=${NCCL:+$NCCL/lib:}${LD_LIBRARY_PATH:-}
 NT=$W/build/nccl-tests/build
@@ -129,26 +140,27 @@ for m in telemetry.derive(series):
     print(m.name, dict(m.labels), round(m.value, 3), m.unit)
 EOF
 
-# 5. the engines on their own (their JSON lines are test data)
-step burn-engine $((BURN_S / 2 + 60)) -- "$PY" -m harness.engines.burn --seconds $((BURN_S / 2)) --dtype $DTYPE \
-  --backend $BACKEND $SIZE
-step copy-engine -- "$PY" -m harness.engines.copy --backend $BACKEND --trials 3 $([ "$BACKEND" = numpy ] && echo "--size 1048576")
-
-# 6. a harness run: health, builtin burn with 10 Hz telemetry, gpu-burn when built, copies
+# 5. a harness run first (the verdict matters most): health, builtin burn with 10 Hz telemetry, gpu-burn
+#    when built, copies
 # the settle gate waits (bounded) for GPUs to cool between measuring checks: short here, recorded
-SETTLE_S=${SETTLE_S:-$([ -n "${HARNESS_DEVICE_REHEARSAL:-}" ] && echo 2 || echo 45)}
+SETTLE_S=${SETTLE_S:-$([ "$REHEARSAL" = 1 ] && echo 2 || echo 20)}
 { echo "name: device-check"; echo "defaults: {settle: {timeout: $SETTLE_S}}"; echo "checks:"
   echo "  - {id: inventory, kind: inventory}"
   echo "  - {id: gpu-health, kind: gpu_health}"
   echo "  - {id: burn-builtin, kind: gpu_burn, params: {engine: builtin, dtype: $DTYPE, backend: $BACKEND, \
 duration: $BURN_S, telemetry_period: 0.1$([ "$BACKEND" = numpy ] && echo ", size: 128")}}"
   [ -x "$W/build/gpu-burn/gpu_burn" ] && echo "  - {id: burn-gpu-burn, kind: gpu_burn, params: {engine: gpu-burn, \
-binary: $W/build/gpu-burn/gpu_burn, tensor_cores: true, duration: 30, telemetry_period: 0.1}}"
+binary: $W/build/gpu-burn/gpu_burn, tensor_cores: true, duration: 20, telemetry_period: 0.1}}"
   echo "  - {id: copy-builtin, kind: gpu_bandwidth, params: {engine: builtin, backend: $BACKEND, samples: 3\
 $([ "$BACKEND" = numpy ] && echo ", buffer_mib: 1")}}"
 } >"$W/suite.yaml"
 step harness-run $((BURN_S * 2 + 150)) -- "$PY" -m harness run "$W/suite.yaml" --output "$W/runs" --history off
 RUN_DIR=$(ls -d "$W"/runs/*/ 2>/dev/null | head -n 1)
+
+# 6. the engines on their own, after the run (their JSON lines are test data)
+step burn-engine $((BURN_S / 2 + 60)) -- "$PY" -m harness.engines.burn --seconds $((BURN_S / 2)) --dtype $DTYPE \
+  --backend $BACKEND $SIZE
+step copy-engine -- "$PY" -m harness.engines.copy --backend $BACKEND --trials 3 $([ "$BACKEND" = numpy ] && echo "--size 1048576")
 
 # 7. the numbers the issue asks for, from the run's record
 step summary 30 -- "$PY" - "${RUN_DIR:-none}" "$W/raw/nvml-sampler.out" "$W/summary.json" <<'EOF'
@@ -161,7 +173,8 @@ if (run / "results.json").is_file():
     out["verdict"] = rec.get("verdict")
     for c in rec.get("checks", []):
         want = ("gpu_burn.tflops", "gpu.temp_max", "gpu.mem_temp_max", "gpu.power_mean", "gpu.power_max",
-                "gpu.throttle_pct", "gpu_burn.mem_errors", "gpu.h2d_bw", "gpu.d2h_bw")
+                "gpu.power_avg_max", "gpu.throttle_pct", "gpu.hw_slowdown_episodes", "gpu_burn.mem_errors",
+                "gpu.h2d_bw", "gpu.d2h_bw")
         out["checks"][c.get("id")] = {"status": c.get("status"), "message": c.get("message"),
             "metrics": [(m["name"], m.get("labels"), m["value"]) for m in c.get("metrics", []) if m["name"] in want]}
 if sampler.is_file():
@@ -177,8 +190,8 @@ print("verdict:", out["verdict"])
 EOF
 cp "$W/raw/summary.out" "$W/summary.txt" 2>/dev/null || true
 
-# 8. one archive under $OUT
-log "done in $(($(date +%s) - START)) s"
-tar -czf "$OUT/device-check.tar.gz" -C "$W" --exclude=./build --exclude=./site --exclude=./fake . 2>/dev/null \
-  && cp "$W/summary.txt" "$OUT/summary.txt" 2>/dev/null
-ls -la "$OUT/device-check.tar.gz"
+# 8. $OUT gets the archive and the summary, nothing else (the work directory stays under /tmp)
+log "done in $(($(date +%s) - START)) s (work directory $W)"
+tar -czf "$OUT/device-check.tar.gz" -C "$W" --exclude=./build --exclude=./site --exclude=./fake . 2>/dev/null
+cp "$W/summary.txt" "$OUT/summary.txt" 2>/dev/null || echo "no summary: see steps.log in the archive" >"$OUT/summary.txt"
+ls -la "$OUT"

@@ -62,7 +62,10 @@ METRICS: Mapping[str, MetricSpec] = {
     "gpu.temp_max": MetricSpec(CELSIUS, L, "hottest GPU temperature during the check"),
     "gpu.mem_temp_max": MetricSpec(CELSIUS, L, "hottest HBM temperature during the check"),
     "gpu.power_mean": MetricSpec(WATT, N, "mean GPU power draw"),
-    "gpu.power_max": MetricSpec(WATT, N, "peak GPU power draw"),
+    "gpu.power_max": MetricSpec(WATT, N, "peak GPU power draw (instantaneous where NVML has it)"),
+    "gpu.power_avg_max": MetricSpec(WATT, N, "peak of NVML's 1-s averaged GPU power (power limits are "
+                                    "enforced on it)"),
+    "gpu.hw_slowdown_episodes": MetricSpec(COUNT, L, "separate HW Slowdown runs while busy, however short"),
     "gpu.sm_clock_mean": MetricSpec(MHZ, H, "mean SM clock"),
     "gpu.throttle_pct": MetricSpec(PERCENT, L, "share of samples with a clock-event reason"),
     "gpu.energy": MetricSpec(JOULE, N, "energy used during the check"),
@@ -92,8 +95,14 @@ METRICS: Mapping[str, MetricSpec] = {
     "gpu.remapped_rows": MetricSpec(COUNT, L, "memory rows remapped, label kind=correctable|uncorrectable"),
     "gpu.remap_pending": MetricSpec(COUNT, L, "1 when a row remap waits for a GPU reset", flag=True),
     "gpu.remap_failure": MetricSpec(COUNT, L, "1 when a row remap failed", flag=True),
-    "gpu.nvlink_down": MetricSpec(COUNT, L, "NVLink links present but not up"),
+    "gpu.nvlink_down": MetricSpec(COUNT, L, "NVLink links present but not up (a PCIe card without "
+                                  "bridges has all of them down)"),
+    "gpu.nvlink_up": MetricSpec(COUNT, H, "NVLink links up"),
+    "gpu.fabric_healthy": MetricSpec(COUNT, H, "1 when the GPU's NVLink fabric registration completed "
+                                     "with success and a healthy mask", flag=True),
     "gpu.xid_critical": MetricSpec(COUNT, L, "XID events of the critical set in the kernel log"),
+    "gpu.recovery_action": MetricSpec(COUNT, L, "the recovery the driver last asked for in an Xid 154 "
+                                      "(0 none, 1 GPU reset, 2 node reboot, 4 drain and reset)"),
     "gpu.driver_fault": MetricSpec(COUNT, L, "driver faults without an XID number in the kernel log, "
                                    "label fault"),
     "gpu_burn.ok": MetricSpec(COUNT, H, "1 when the burn's verdict is OK and the GPU did work", flag=True),

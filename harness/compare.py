@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Union
 
-from harness import siblings
+from harness import catalog, siblings
 from harness.config.models import Expectation
 from harness.model import Evaluation, Finding, Metric, Outcome, Status, join_labels
 from harness.numfmt import digits_for, fmt_band, fmt_value
@@ -284,7 +284,9 @@ def describe_rule(rule: OwnRule) -> str:
     max_error_delta 0]', 'expect rdma.bw_avg{} by device: >= 0.9 x the median of its siblings
     (3 or more)  [fail; sibling rule]'."""
     if isinstance(rule, siblings.SiblingRule):
-        return f"expect {rule.metric}{{}} by {','.join(rule.vary)}: {rule.describe()}  " \
+        known = catalog.spec(rule.metric)
+        return f"expect {rule.metric}{{}} by {','.join(rule.vary)}: " \
+               f"{rule.describe(known.unit if known else '')}  " \
                f"[{rule.severity}; {siblings.SOURCE}]"
     ex = rule.expectation
     sel = join_labels(sorted(ex.labels.items()))

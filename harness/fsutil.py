@@ -1,10 +1,14 @@
-"""Atomic file writes: write a temporary file beside the target, fsync, rename over it."""
+"""Files made and read safely: atomic writes (a temporary file beside the target, fsync, rename
+over it), files made O_EXCL|O_NOFOLLOW, bounded reads that follow no symlink, and whether a file
+may be trusted (who owns it and every directory above it, who else may write them)."""
 
 from __future__ import annotations
 
 import errno
 import json
 import os
+import pwd
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -13,9 +17,12 @@ from typing import Any, BinaryIO, TypeVar
 from harness.errors import RecordError, StorageError
 
 
-def atomic_write_text(path: Path, text: str, *, durable: bool = True) -> None:
-    """Replace `path` with `text` so readers see the old file or the new one, never half."""
-    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
+def atomic_write_text(path: Path, text: str, *, durable: bool = True,
+                      before: Callable[[Path], object] = lambda _p: None) -> None:
+    """Replace `path` with `text` so readers see the old file or the new one, never half; `before`
+    sees the finished temporary file first (it may raise to keep `path` as it was)."""
+    data = text.encode("utf-8")
+    _atomic_write(path, lambda f: f.write(data), durable, before)
 
 
 def _umask() -> int:
@@ -44,12 +51,9 @@ def atomic_write_chunks(path: Path, chunks: Iterable[str], *, durable: bool = Tr
     _atomic_write(path, fill, durable)
 
 
-def _atomic_write(path: Path, fill: Callable[[BinaryIO], object], durable: bool) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as e:
-        raise StorageError(f"{path}: cannot write: {why_not(e)}") from e
+def _atomic_write(path: Path, fill: Callable[[BinaryIO], object], durable: bool,
+                  before: Callable[[Path], object] = lambda _p: None) -> None:
+    fd, tmp = temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:
             os.fchmod(f.fileno(), 0o666 & ~_umask())  # like any new file (mkstemp makes 0600)
@@ -57,6 +61,7 @@ def _atomic_write(path: Path, fill: Callable[[BinaryIO], object], durable: bool)
             f.flush()
             if durable:
                 os.fsync(f.fileno())
+        before(Path(tmp))
         os.replace(tmp, path)
     except BaseException as e:
         try:
@@ -66,6 +71,80 @@ def _atomic_write(path: Path, fill: Callable[[BinaryIO], object], durable: bool)
         if isinstance(e, OSError):
             raise StorageError(f"{path}: cannot write: {why_not(e)}") from e
         raise
+
+
+def atomic_write_with(path: Path, fill: Callable[[BinaryIO], object], *, durable: bool = True,
+                      before: Callable[[Path], object] = lambda _p: None) -> None:
+    """atomic_write_bytes of what `fill` writes to the open temporary file; `before` sees the
+    finished temporary file before it replaces `path` (it may raise to keep `path` as it was)."""
+    _atomic_write(path, fill, durable, before)
+
+
+def temp_beside(path: Path) -> tuple[int, str]:
+    """A new temporary file beside `path` (made O_EXCL|O_NOFOLLOW, 0600, a random name: a symlink
+    planted for it is never followed), as (fd, name); StorageError when it cannot be made."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise StorageError(f"{path}: cannot write: {why_not(e)}") from e
+
+
+def create_new(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Write `data` to `path`, which must not exist yet (O_EXCL|O_NOFOLLOW: never through a planted
+    file or symlink); the mode is set on the open file. StorageError otherwise."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        raise StorageError(f"{path}: cannot create: {why_not(e)}") from e
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(f.fileno(), mode)
+        f.write(data)
+
+
+def read_regular(path: Path, limit: int, *, tail: bool = False) -> bytes:
+    """At most `limit` bytes of a regular file (its last ones with `tail`), opened O_NOFOLLOW and
+    without blocking: a symlink (to a file of root's), a FIFO or a device raises OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if tail and st.st_size > limit:
+            f.seek(st.st_size - limit)
+        return f.read(limit)
+
+
+def _owner(uid: int) -> str:
+    try:
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def untrusted(path: Path) -> str:
+    """Why `path` is not to be trusted, '' when it is: the file (or directory), after symlinks,
+    and every directory above it must be owned by root or this user and writable by no one else;
+    an ancestor writable by others is accepted only with the sticky bit (as /tmp: no one else
+    may replace what this user or root made in it). Use the file at its resolved path (resolve)."""
+    me = os.geteuid()
+    real = Path(os.path.realpath(path))
+    for i, p in enumerate((real, *real.parents)):
+        try:
+            st = os.lstat(p)
+        except OSError as e:
+            return f"{p}: cannot inspect: {why_not(e)}"
+        if st.st_uid not in (0, me):
+            return f"{p} is owned by {_owner(st.st_uid)}, not by root or {_owner(me)}"
+        if st.st_mode & 0o022 and not (i and stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
+            return f"{p} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    return ""
+
+
+def resolve(path: Path) -> Path:
+    """`path` as given when no symlink or '..' leads elsewhere, else where it leads."""
+    real = Path(os.path.realpath(path))
+    return path if Path(os.path.abspath(path)) == real else real
 
 
 def why_not(e: OSError) -> str:

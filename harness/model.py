@@ -93,7 +93,20 @@ class Metric:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Metric:
-        return cls(d["name"], float(d["value"]), d["unit"], dict(d.get("labels", {})))
+        value = number(d["value"], "value")
+        if value is None:
+            raise TypeError("value null is not a number")
+        return cls(d["name"], value, d["unit"], dict(d.get("labels", {})))
+
+
+def number(v: Any, name: str) -> float | None:
+    """A recorded number as a float (None stays None); TypeError for text: "NaN" or "1e3" in a
+    record is not a number, though float() would read it."""
+    if v is None:
+        return None
+    if isinstance(v, (str, bytes, bool)):
+        raise TypeError(f"{name} {v!r} is not a number")
+    return float(v)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,8 +147,9 @@ class Evaluation:
     def from_dict(cls, d: Mapping[str, Any]) -> Evaluation:
         return cls(
             metric=d["metric"], labels=dict(d.get("labels", {})), outcome=Outcome(d["outcome"]),
-            severity=d["severity"], measured=d.get("measured"), unit=d["unit"],
-            reference=d.get("reference"), low=d.get("low"), high=d.get("high"),
+            severity=d["severity"], measured=number(d.get("measured"), "measured"), unit=d["unit"],
+            reference=number(d.get("reference"), "reference"), low=number(d.get("low"), "low"),
+            high=number(d.get("high"), "high"),
             reduce=d.get("reduce", "each"), message=d.get("message", ""), xfail=d.get("xfail"),
             source=d.get("source", ""),
         )

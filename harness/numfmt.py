@@ -23,7 +23,8 @@ _BARE = ("count", "ratio", "")
 def fmt_num(v: float | None, digits: int = 3, trim: bool = False) -> str:
     """About `digits` significant digits, trailing zeros kept (37.0: a measurement) unless `trim`
     (1.5: a bound someone wrote); whole numbers and values >= 1000 with thousands separators;
-    small values as plain decimals (0.000412), never 4.12e-04."""
+    small values as plain decimals (0.000412), never 4.12e-04; beyond 15 places, and from 10^15,
+    as a power of ten (1.00 × 10^-308)."""
     if v is None:
         return "—"
     v = float(v)
@@ -40,7 +41,10 @@ def fmt_num(v: float | None, digits: int = 3, trim: bool = False) -> str:
     if a >= 1000:
         return f"{v:,.{max(0, digits - len(str(int(a))))}f}"
     if a < 1e-3:
-        places = min(15, digits - 1 - math.floor(math.log10(a)))
+        places = digits - 1 - math.floor(math.log10(a))
+        if places > 15:  # 1e-308 is no run of zeros (it read 0.000000000000000): a power of ten
+            mantissa, _, power = f"{v:.{max(0, digits - 1)}e}".partition("e")
+            return f"{mantissa} × 10^{int(power)}"
         return f"{v:.{places}f}"
     s = f"{v:#.{digits}g}"  # '#' keeps the trailing zeros: 37.0 ms, not 37 ms
     if "e" in s:

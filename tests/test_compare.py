@@ -247,3 +247,14 @@ def test_a_finding_cannot_claim_a_known_issue():
 def test_evaluation_is_built_by_keyword_only():
     with pytest.raises(TypeError):
         Evaluation("m", {}, Outcome.PASS, "fail", 1.0, "GB/s", None, None, None, "each", "")  # type: ignore[misc]
+
+
+def test_a_vanishing_measurement_reads_as_a_power_of_ten_not_as_zero():
+    """1e-308 GB/s read 'measured 0.000000000000000 kB/s': as if nothing had been measured."""
+    from harness.numfmt import fmt_num, fmt_value
+
+    (ev,) = one(exp(min=1), [bw(1e-308)])
+    assert ev.outcome is Outcome.FAIL
+    assert "measured 1.00 × 10^-302 kB/s, expected >= 1 GB/s" in ev.message
+    assert fmt_num(5e-324) == "4.94 × 10^-324" and fmt_num(-2.5e-20) == "-2.50 × 10^-20"
+    assert fmt_num(0.000412) == "0.000412" and fmt_value(1e-12, "GB/s") == "0.00000100 kB/s"

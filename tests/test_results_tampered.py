@@ -146,3 +146,21 @@ def test_the_schema_describes_the_sections():
     assert props["inventory"]["properties"]["gpus"]["type"] == "array"
     details = schema["$defs"]["CheckResult"]["properties"]["details"]
     assert set(details["properties"]) >= {"audit", "psus", "telemetry", "power", "controllers"}
+
+
+@pytest.mark.parametrize("field", ["reference", "measured", "low", "high"])
+def test_a_number_written_as_text_is_one_error_not_a_crash(tmp_path: Path, field: str):
+    """A reference of "NaN" (text: the schema's lax float took it) made `harness report` crash."""
+    import subprocess
+    import sys
+
+    d = doc()
+    ev = next(e for c in d["checks"] for e in c.get("evaluations", []))
+    ev[field] = "NaN"
+    run = written(tmp_path, d)
+    with pytest.raises(RecordError, match=f"{field} 'NaN' is not a number"):
+        results.load(run)
+    r = subprocess.run([sys.executable, "-m", "harness", "report", str(run)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2 and "internal error" not in r.stderr
+    assert f"results.json: not a run record: TypeError: {field} 'NaN' is not a number" in r.stderr

@@ -13,7 +13,6 @@ is validated by the real loader before it is written, so it always loads.
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 from collections.abc import Mapping, Sequence
@@ -26,8 +25,9 @@ import yaml
 from harness.audit.judge import judge_rule
 from harness.config import load_profile
 from harness.config.factrule import FactRule
-from harness.errors import ConfigError, UsageError
+from harness.errors import UsageError
 from harness.facts import FACTS, UNLIMITED, Fact
+from harness.fsutil import atomic_write_text
 from harness.model import join_labels
 from harness.platform import facts as platform_facts
 from harness.platform import nvml, proc
@@ -173,14 +173,8 @@ def capture_to(output: Path, *, name: str | None = None, extends: str | None = N
     when = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     parent = load_profile(extends).profile.config if extends else []
     text = render(name, extends, facts, socket.gethostname(), when, parent)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(f".{output.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    try:
-        load_profile(tmp)  # the real loader: the fragment must load (and its extends resolve)
-    except ConfigError:
-        tmp.unlink()
-        raise
-    os.replace(tmp, output)
+    # a new temporary file beside it (O_EXCL|O_NOFOLLOW), loaded by the real loader (the fragment
+    # must load and its extends resolve) before it replaces `output`
+    atomic_write_text(output, text, before=load_profile)
     rules, refused = capture_plan(facts, parent)
     return output, len(rules), refused

@@ -125,12 +125,13 @@ def plan(params: GpuBandwidthParams, inventory: Mapping[str, Any]) -> Sequence[P
 
 def _one(ctx: CheckContext, argv: list[str], name: str, parse: Any,
          what: str) -> tuple[list[Metric], list[str], dict[str, Any]]:
-    """Run one tool (CUDA ordinal i = NVML's GPU i), parse stdout+stderr; no metric is a tool error."""
-    env = gpu_identity.cuda_env(ctx.inventory.get("gpus", []))
+    """Run one tool (CUDA ordinal i = NVML's GPU ordinals[i], results relabelled to NVML's), parse
+    stdout+stderr; no metric is a tool error."""
+    env, ordinals = gpu_identity.cuda_visible(ctx.inventory.get("gpus", []))
     res = ctx.run_tool(argv, name=name, check_rc=False, env=env)
     if res.interrupted:
         raise ToolError(f"{what}: interrupted; its process group was killed", argv=res.argv)
-    parsed = parse(res.stdout() + "\n" + res.stderr())
+    parsed = gpu_identity.renumber(parse(res.stdout() + "\n" + res.stderr()), ordinals)
     if not parsed.metrics:
         why = "; ".join(parsed.problems) or "no output"
         raise ToolError(f"{what} (exit {res.rc}): {why}", argv=res.argv, rc=res.rc, output_tail=res.tail())
@@ -156,10 +157,14 @@ def run(params: GpuBandwidthParams, ctx: CheckContext) -> CheckOutput:
             for key in ("version", "driver"):
                 details.setdefault(key, d.get(key))
     elif params.engine == "bandwidthtest":
+        ordinals = gpu_identity.cuda_visible(ctx.inventory.get("gpus", []))[1]
         for gpu in _gpu_indices(ctx.inventory) or [0]:
+            if ordinals and gpu not in ordinals:  # no UUID: not given to CUDA (coverage names it)
+                continue
+            cuda = ordinals.index(gpu) if gpu in ordinals else gpu  # CUDA's number for NVML's GPU
             ctx.progress(f"bandwidthTest GPU {gpu}")
-            m, p, _ = _one(ctx, bandwidthtest_argv(params, gpu), f"bandwidthTest-gpu{gpu}",
-                           cudasamples.parse_bandwidthtest, f"bandwidthTest --device={gpu}")
+            m, p, _ = _one(ctx, bandwidthtest_argv(params, cuda), f"bandwidthTest-gpu{gpu}",
+                           cudasamples.parse_bandwidthtest, f"bandwidthTest --device={cuda}")
             metrics += [Metric(x.name, x.value, x.unit, {**x.labels, "gpu": gpu}) for x in m]
             problems += [f"GPU {gpu}: {x}" for x in p]
     else:
@@ -167,8 +172,9 @@ def run(params: GpuBandwidthParams, ctx: CheckContext) -> CheckOutput:
         metrics, problems, d = _one(ctx, builtin_argv(params), "copy-engine", copylog.parse,
                                     "builtin copy test")
         details.update(d)
-        problems += gpu_identity.cuda_order_problems(d.get("pci_bus_ids") or [],
-                                                     ctx.inventory.get("gpus", []))
+        gpus = ctx.inventory.get("gpus", [])
+        problems += gpu_identity.cuda_order_problems(d.get("pci_bus_ids") or [], gpus,
+                                                     gpu_identity.cuda_visible(gpus)[1])
     problems += coverage(metrics, ctx.inventory)
     return CheckOutput(tuple(metrics), tuple(problems), details, summary(metrics))
 

@@ -46,11 +46,16 @@ from harness.series.telemetry import TelemetryParams
 from harness.units import COUNT, TFLOPS
 
 SOURCE = "gpu_burn"
+# Healthy GPUs of one SKU differ ~8% on average, up to 22%, in a power-capped compute load (Sinha et al.,
+# "Not All GPUs Are Created Equal", SC22, arXiv 2208.11035): a burn that hits its power limit is judged
+# at 15% below the median so that one GPU far slower than its siblings fails, not every node.
+SIBLING_TFLOPS_TOLERANCE = 0.15
 SLACK_S = 60.0  # start-up, memory allocation and gpu_burn's SIGTERM grace period
 DCGM_LEVEL_S = {1: 60.0, 2: 300.0, 3: 1800.0, 4: 7200.0}  # generous budgets per dcgmi diag level
-TELEMETRY = ("gpu.temp_max", "gpu.mem_temp_max", "gpu.power_mean", "gpu.power_max", "gpu.sm_clock_mean",
-             "gpu.util_mean", "gpu.throttle_pct", "gpu.energy", "gpu.pcie_gen", "gpu.pcie_width",
-             "gpu.pcie_replays", "gpu.ecc_corrected", "gpu.ecc_uncorrected", "gpu.lost")
+TELEMETRY = ("gpu.temp_max", "gpu.mem_temp_max", "gpu.power_mean", "gpu.power_max", "gpu.power_avg_max",
+             "gpu.sm_clock_mean", "gpu.util_mean", "gpu.throttle_pct", "gpu.hw_slowdown_episodes",
+             "gpu.energy", "gpu.pcie_gen", "gpu.pcie_width", "gpu.pcie_replays", "gpu.ecc_corrected",
+             "gpu.ecc_uncorrected", "gpu.lost")
 BURN = ("gpu_burn.ok", "gpu_burn.tflops", "gpu_burn.errors", "gpu_burn.temp_max", "gpu_burn.iterations",
         "gpu_burn.mem_errors")
 
@@ -67,14 +72,15 @@ class GpuBurnParams(TelemetryParams, Params):
     size: Optional[int] = Field(None, ge=16, le=65536, description="builtin engine: matrix side")
     binary: str = Field("gpu_burn", description="path or name of wilicc/gpu-burn's gpu_burn")
     compare_kernel: Optional[str] = Field(
-        None, description="compare.ptx for gpu_burn -c; default: compare.ptx next to the binary, if any")
+        None, description="compare kernel for gpu_burn -c; default: compare.fatbin (builds since "
+        "wilicc/gpu-burn dfc3042), else compare.ptx (older builds), next to the binary, if any")
     doubles: bool = Field(False, description="gpu_burn -d: FP64 instead of FP32")
     tensor_cores: bool = Field(False, description="gpu_burn -tc: use tensor cores")
     memory: Optional[str] = Field(None, description="gpu_burn -m: '90%' of free memory or megabytes")
     dcgm_level: int = Field(3, ge=1, le=4, description="dcgmi diag -r level (dcgm engine)")
     sibling_tolerance: Optional[float] = Field(
-        0.05, gt=0, lt=1, description="a GPU more than this fraction below the median gpu_burn.tflops "
-        "of its siblings (3 or more) fails; null to turn off")
+        SIBLING_TFLOPS_TOLERANCE, gt=0, lt=1, description="a GPU more than this fraction below the median "
+        "gpu_burn.tflops of its siblings (3 or more) fails; null to turn off")
 
     @field_validator("memory")
     @classmethod
@@ -101,12 +107,16 @@ def resolved(params: GpuBurnParams) -> GpuBurnParams:
                       f"torch), else wilicc/gpu-burn's {params.binary} on PATH", argv=(params.binary,))
 
 
+COMPARE_KERNELS = ("compare.fatbin", "compare.ptx")  # gpu-burn's build output since dfc3042 (#148), before
+
+
 def _kernel(params: GpuBurnParams) -> Optional[str]:
-    """compare.ptx: as given, else next to the binary (found on PATH when given by name)."""
+    """The compare kernel: as given, else compare.fatbin or compare.ptx next to the binary (found on
+    PATH when given by name). gpu_burn loads either with cuModuleLoad."""
     if params.compare_kernel is not None:
         return params.compare_kernel
-    beside = Path(shutil.which(params.binary) or params.binary).parent / "compare.ptx"
-    return str(beside) if beside.is_file() else None
+    folder = Path(shutil.which(params.binary) or params.binary).parent
+    return next((str(folder / k) for k in COMPARE_KERNELS if (folder / k).is_file()), None)
 
 
 GPU_BURN_SWITCHES = ("-h", "-l", "-d", "-tc")  # gpu_burn looks for these anywhere in every argument
@@ -118,12 +128,13 @@ def _switch_in(arg: str) -> Optional[str]:
 
 def safe_kernel(path: str) -> tuple[str, Optional[str]]:
     """(path to give gpu_burn -c, directory to remove afterwards). gpu_burn tests each argument for
-    '-h', '-l', '-d', '-tc' as substrings, so a compare.ptx path holding one would print help, list
+    '-h', '-l', '-d', '-tc' as substrings, so a kernel path holding one would print help, list
     GPUs or switch to doubles: such a file is reached through a symlink in a fresh private directory."""
     if _switch_in(path) is None:
         return path, None
     tmp = tempfile.mkdtemp(prefix="harness_ptx_", dir="/tmp")
-    link = os.path.join(tmp, "compare.ptx")
+    name = os.path.basename(path) if _switch_in(os.path.basename(path)) is None else "compare.fatbin"
+    link = os.path.join(tmp, name)
     if _switch_in(link) is not None:  # pragma: no cover - mkdtemp's names hold no '-'
         raise ToolError(f"no safe path for gpu_burn's compare kernel {path!r}", argv=(path,))
     os.symlink(os.path.abspath(path), link)
@@ -131,7 +142,7 @@ def safe_kernel(path: str) -> tuple[str, Optional[str]]:
 
 
 def build_argv(params: GpuBurnParams, kernel: Optional[str] = None) -> list[str]:
-    """The command line of the chosen engine (`kernel`: the compare.ptx path to pass, if not found)."""
+    """The command line of the chosen engine (`kernel`: the compare kernel path to pass, if not found)."""
     if params.engine == "dcgm":
         return ["dcgmi", "diag", "-r", str(params.dcgm_level), "-j"]
     if params.engine == "builtin":
@@ -183,8 +194,11 @@ def run(params: GpuBurnParams, ctx: CheckContext) -> CheckOutput:
         kernel, tmp = safe_kernel(str(_kernel(params)))
     argv = build_argv(params, kernel)
     ctx.progress(f"{params.engine}: about {estimate_s(params):.0f} s")
-    # CUDA ordinal i = NVML's GPU i (the inventory's numbering): bus order, every GPU by UUID
-    env = None if params.engine == "dcgm" else gpu_identity.cuda_env(ctx.inventory.get("gpus", []))
+    # CUDA ordinal i = NVML's GPU ordinals[i] (the inventory's numbering): bus order, every GPU by UUID
+    cuda, ordinals = gpu_identity.cuda_visible(ctx.inventory.get("gpus", []))
+    env: dict[str, str] | None = cuda
+    if params.engine == "dcgm":
+        env, ordinals = None, tuple(range(len(ctx.inventory.get("gpus", []))))
     try:
         res = ctx.run_tool(argv, name=params.engine, timeout_s=budget_s(params), env=env, check_rc=False)
     finally:
@@ -194,14 +208,14 @@ def run(params: GpuBurnParams, ctx: CheckContext) -> CheckOutput:
         raise ToolError(f"{params.engine}: interrupted; its process group was killed", argv=res.argv)
     text = res.stdout() + "\n" + res.stderr()
     parser = {"dcgm": dcgm.parse, "builtin": burnlog.parse}.get(params.engine, gpuburn.parse)
-    parsed = parser(text if params.engine != "builtin" else res.stdout())
+    parsed = gpu_identity.renumber(parser(text if params.engine != "builtin" else res.stdout()), ordinals)
     if not parsed.metrics and res.rc != 0:  # nothing to judge: the tool itself failed
         why = "; ".join(parsed.problems[:2]) or res.tail(300) or "no output"
         raise ToolError(f"{params.engine}: exit {res.rc}: {why}", argv=res.argv, rc=res.rc,
                         output_tail=res.tail())
     problems = list(parsed.problems) + _coverage(parsed, ctx, params)
     problems += gpu_identity.cuda_order_problems(parsed.details.get("pci_bus_ids") or [],
-                                                 ctx.inventory.get("gpus", []))
+                                                 ctx.inventory.get("gpus", []), ordinals)
     if params.engine == "dcgm":
         problems += _dcgm_exercised(parsed, params)
         found = _dcgm_verdicts(parsed)
@@ -220,7 +234,9 @@ def verdicts(params: GpuBurnParams, hardware: Mapping[str, Any]) -> list[str]:
         pass  # auto with no engine here: described for either
     if params.engine == "dcgm":
         return [f"every dcgmi diag -r {params.dcgm_level} test must pass (a warning fails too); a run "
-                "that skipped every hardware test is invalid"]
+                "that skipped every hardware test is invalid",
+                "DCGM's own internal errors and deployment warnings about the setup (persistence mode, a "
+                "service or library) are errors of the environment, not the GPU's"]
     fault = {"gpu-burn": "FAULTY (computation errors)", "builtin": "a product that differs from the first"}
     what = fault.get(params.engine, "FAULTY, or a product that differs from the first,")
     return [f"{what} fails its GPU; a GPU that did no work or died, or a missing final verdict, "
@@ -281,7 +297,8 @@ def _burn_verdicts(parsed: ParseResult, engine: str,
 
 
 def _dcgm_verdicts(parsed: ParseResult) -> tuple[Finding, ...]:
-    """Each failed or warned DCGM test fails with DCGM's own message."""
+    """Each failed or warned DCGM test fails with DCGM's own message; an environment problem DCGM
+    reported (internal error, setup) is an error."""
     messages = {f.split(":", 1)[0]: f for f in parsed.details.get("failures", [])}
     out = []
     results = [m for m in parsed.metrics if m.name == "dcgm.result"]
@@ -292,6 +309,9 @@ def _dcgm_verdicts(parsed: ParseResult) -> tuple[Finding, ...]:
         out.append(Finding(metric="dcgm.result", labels=m.labels, outcome=Outcome.FAIL, measured=m.value,
                            unit=COUNT, reference=1.0, low=1.0,
                            message=messages.get(where, f"{where}: not passed"), source="dcgmi diag"))
+    out += [Finding(metric="dcgm.result", outcome=Outcome.ERROR, unit=COUNT, reference=1.0, low=1.0,
+                    message=f"not a hardware verdict: {msg}", source="dcgmi diag")
+            for msg in parsed.details.get("environment", [])]
     if results and not out:
         out.append(Finding(metric="dcgm.result", outcome=Outcome.PASS, measured=1.0, unit=COUNT,
                            reference=1.0, low=1.0, reduce="min",
@@ -341,7 +361,8 @@ KIND = CheckKind(
     verdicts=verdicts,
     loads_node=True,
     settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
-    requires=(Need("gpu_burn", "build github.com/wilicc/gpu-burn and put gpu_burn (and compare.ptx) on PATH",
+    requires=(Need("gpu_burn", "build github.com/wilicc/gpu-burn and put gpu_burn (and compare.fatbin, "
+                   "or compare.ptx from builds before 2026-05) on PATH",
                    use="engine: gpu-burn (default)", group="engine", version_args=()),
               needs.torch("engine: builtin", "engine"), needs.cupy("engine: builtin", "engine"),
               Need("dcgmi", "NVIDIA DCGM: apt-get install datacenter-gpu-manager", use="engine: dcgm",

@@ -3,7 +3,8 @@
 The GPUs against the profile's hardware.gpu: count, model and memory (checks/gpu_identity).
 From NVML (platform/nvml, the only NVML edge): persistence and ECC modes, volatile and
 aggregate ECC counters, retired pages (DCGM-like limits: 15 warns, 60 fails, pending fails),
-row remapping (failure or pending fails), NVLink links down, and the PCIe link. From the kernel
+row remapping (failure or pending fails), NVLink links up and the NVLink fabric (checks/gpu_links),
+and the PCIe link. From the kernel
 log (dmesg or journalctl -k): XID events, of which a configurable critical set fails (default
 like DCGM/AzNHC). An idle GPU may lower its PCIe generation on purpose, so here only a link
 *width* below its maximum fails; the generation is judged under load by the telemetry that
@@ -19,7 +20,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from harness import catalog
-from harness.checks import gpu_identity, needs
+from harness.checks import gpu_identity, gpu_links, needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.config.numbers import Hours
 from harness.errors import ToolError
@@ -32,8 +33,9 @@ SOURCE = "gpu_health"
 DEFAULT_CRITICAL_XIDS = (48, 63, 64, 74, 79, 92, 94, 95, 119, 120)
 METRICS = ("gpu.persistence_mode", "gpu.ecc_mode", "gpu.ecc_corrected", "gpu.ecc_uncorrected",
            "gpu.retired_pages", "gpu.retired_pending", "gpu.remapped_rows", "gpu.remap_pending",
-           "gpu.remap_failure", "gpu.pcie_gen", "gpu.pcie_width", "gpu.nvlink_down", "gpu.xid",
-           "gpu.xid_critical", "gpu.driver_fault", "gpu.memory")
+           "gpu.remap_failure", "gpu.pcie_gen", "gpu.pcie_width", "gpu.nvlink_down", "gpu.nvlink_up",
+           "gpu.fabric_healthy", "gpu.xid",
+           "gpu.xid_critical", "gpu.driver_fault", "gpu.recovery_action", "gpu.memory")
 
 
 class GpuHealthParams(Params):
@@ -86,7 +88,9 @@ def verdicts(params: GpuHealthParams, hardware: Mapping[str, Any]) -> list[str]:
     out += ["uncorrectable ECC errors (volatile or aggregate) fail",
             f"retired pages warn from {params.retired_pages_warn}, fail from {params.retired_pages_fail}; "
             "a pending retirement, a failed or pending row remap fail",
-            "an NVLink link down, or a PCIe link narrower than its maximum, fails"]
+            "fewer NVLink links up than hardware.gpu.nvlinks (unset: than the best sibling), an NVLink "
+            "fabric whose status or health mask is bad once registered, or a PCIe link narrower than its "
+            "maximum, fails"]
     if xid_argv(params):
         out.append(f"XIDs {', '.join(map(str, params.xid_critical))} in the kernel log fail their GPU")
     return out
@@ -120,6 +124,7 @@ def health_metrics(h: nvml.GpuHealth) -> list[Metric]:
         ("gpu.pcie_width", h.pcie_width, {"which": "current"}),
         ("gpu.pcie_width", h.pcie_width_max, {"which": "max"}),
         ("gpu.nvlink_down", None if h.nvlink_total is None else h.nvlink_total - (h.nvlink_up or 0), {}),
+        ("gpu.nvlink_up", h.nvlink_up, {}),
     ]
     return [Metric(name, float(v), COUNT, {**lab, **extra}) for name, v, extra in rows if v is not None]
 
@@ -158,9 +163,6 @@ def findings(h: nvml.GpuHealth, params: GpuHealthParams) -> dict[str, list[_Issu
           "a memory row remap failed: the GPU needs service")
     check("gpu.remap_pending", h.remap_pending is not None, bool(h.remap_pending), 1,
           "a row remap is pending: reset the GPU")
-    down = None if h.nvlink_total is None else h.nvlink_total - (h.nvlink_up or 0)
-    check("gpu.nvlink_down", down is not None, bool(down), float(down or 0),
-          f"{down} of {h.nvlink_total} NVLink links are down")
     w, wm = h.pcie_width, h.pcie_width_max
     check("gpu.pcie_width", w is not None and wm is not None, (w or 0) < (wm or 0), float(w or 0),
           f"PCIe link trained down: x{w} of x{wm} (Gen{h.pcie_gen} of Gen{h.pcie_gen_max} at idle)",
@@ -214,6 +216,28 @@ def driver_fault_findings(parsed_metrics: Sequence[Metric], inventory_gpus: Sequ
     return metrics, found
 
 
+def recovery_findings(parsed_metrics: Sequence[Metric], actions: Mapping[str, str],
+                      inventory_gpus: Sequence[Mapping[str, Any]]) -> tuple[list[Metric], list[Finding]]:
+    """gpu.recovery_action per GPU (Xid 154, the last one logged); any action but none fails its GPU."""
+    by_pci = {xid_parser.normalize_pci(str(g.get("pci_bus_id", ""))): i for i, g in enumerate(inventory_gpus)}
+    metrics: list[Metric] = []
+    found: list[Finding] = []
+    for m in parsed_metrics:
+        if m.name != "gpu.recovery_action":
+            continue
+        pci = str(m.labels.get("pci"))
+        gpu = by_pci.get(pci)
+        lab: dict[str, str | int] = {"gpu": gpu} if gpu is not None else {"pci": pci}
+        metrics.append(Metric("gpu.recovery_action", m.value, COUNT, lab))
+        if m.value:
+            who = f"GPU {gpu}" if gpu is not None else f"the GPU at PCI {pci}"
+            found.append(Finding(metric="gpu.recovery_action", labels=lab, outcome=Outcome.FAIL,
+                                 measured=m.value, unit=COUNT, high=0.0, source=SOURCE,
+                                 message=f"{who}: the driver asks for {actions.get(pci) or 'a recovery'} "
+                                         f"(Xid 154, action 0x{int(m.value):x})"))
+    return metrics, found
+
+
 def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
     """Read NVML and the kernel log; metrics per GPU and the health verdicts."""
     with nvml.NvmlSession() as nv:
@@ -228,15 +252,17 @@ def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
         for metric, items in findings(h, params).items():
             found.setdefault(metric, []).extend(items)
     problems: list[str] = []
-    fault_findings: list[Finding] = []
+    fault_findings: list[Finding] = []  # driver faults and Xid 154 (or the kernel log's own error)
     details: dict[str, Any] = {"gpus": len(health)}
     argv = xid_argv(params)
     if argv:
         try:
             res = ctx.run_tool(argv, name=params.xid_source)
-        except ToolError as e:
-            problems.append(f"could not read the kernel log for XIDs ({e}); run as root, or set "
-                            "xid_source: none")
+        except ToolError as e:  # that source is not judged; NVML's verdicts stand
+            fault_findings.append(Finding(
+                metric="gpu.xid_critical", outcome=Outcome.ERROR, unit=COUNT, high=0.0, source=SOURCE,
+                message=f"could not read the kernel log for XIDs ({e}); run as root, or set "
+                        "xid_source: none"))
         else:
             parsed = xid_parser.parse(res.stdout())
             xm, crit = xid_metrics(parsed.metrics, ctx.inventory.get("gpus", []), params.xid_critical)
@@ -248,10 +274,18 @@ def run(params: GpuHealthParams, ctx: CheckContext) -> CheckOutput:
             details["xid_events"] = parsed.details.get("events", [])[:20]
             fm, fault_findings = driver_fault_findings(parsed.metrics, ctx.inventory.get("gpus", []))
             metrics += fm
+            rm, recovery = recovery_findings(parsed.metrics, parsed.details.get("recovery_actions", {}),
+                                             ctx.inventory.get("gpus", []))
+            metrics += rm
+            fault_findings += recovery
     own = [Finding(metric="gpu.lost", labels={"gpu": h.gpu}, outcome=Outcome.FAIL, measured=1.0, unit=COUNT,
                    high=0.0, message=f"GPU {h.gpu} does not answer NVML: {h.error}", source=SOURCE)
            for h in lost]
     own += _verdicts(found, len(health) - len(lost))
+    own += gpu_links.nvlink_findings(health, (ctx.hardware.get("gpu") or {}).get("nvlinks"))
+    fabric_metrics, fabric = gpu_links.fabric_findings(health)
+    metrics += fabric_metrics
+    own += fabric
     own += fault_findings
     inventory_gpus = ctx.inventory.get("gpus", [])
     metrics += gpu_identity.memory_metrics(inventory_gpus)

@@ -12,37 +12,72 @@ and `cuda_order_problems` proves it from the PCI bus ids an engine reports.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from harness.model import Finding, Metric, Outcome
 from harness.numfmt import fmt_bytes
+from harness.parsers.base import ParseResult
 from harness.platform import pci
 from harness.units import BYTES, COUNT
 
 SOURCE = "profile hardware.gpu"
+_GPU_NAME = re.compile(r"^gpu(\d+)$")
 
 
 def cuda_env(gpus: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """Environment for a CUDA tool: PCI bus order, and every GPU NVML sees made visible by UUID in
-    NVML's order (overriding an inherited CUDA_VISIBLE_DEVICES); bus order alone when a UUID is missing."""
+    """Environment for a CUDA tool (see cuda_visible)."""
+    return cuda_visible(gpus)[0]
+
+
+def cuda_visible(gpus: Sequence[Mapping[str, Any]]) -> tuple[dict[str, str], tuple[int, ...]]:
+    """(environment for a CUDA tool, NVML's index of each CUDA ordinal): PCI bus order, and every GPU
+    NVML names by UUID made visible in NVML's order, overriding an inherited CUDA_VISIBLE_DEVICES. A
+    GPU without a UUID (lost, or NVML cannot open it) is left out, and the ordinals say which NVML GPU
+    each CUDA device is, so a result is never put on the wrong GPU. No UUID at all: bus order alone."""
     env = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    uuids = [str(g.get("uuid") or "") for g in gpus]
-    if uuids and all(u.startswith(("GPU-", "MIG-")) for u in uuids):
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(uuids)
-    return env
+    named = [i for i, g in enumerate(gpus) if str(g.get("uuid") or "").startswith(("GPU-", "MIG-"))]
+    if not named:
+        return env, tuple(range(len(gpus)))
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(gpus[i]["uuid"]) for i in named)
+    return env, tuple(named)
 
 
-def cuda_order_problems(reported: Sequence[Any], gpus: Sequence[Mapping[str, Any]]) -> list[str]:
-    """CUDA ordinal i must be the GPU NVML calls i: compare the PCI bus ids an engine reports."""
+def renumber(parsed: ParseResult, ordinals: Sequence[int]) -> ParseResult:
+    """An engine's result with each `gpu` label (a CUDA ordinal) made NVML's index (cuda_visible)."""
+    if tuple(ordinals) == tuple(range(len(ordinals))):
+        return parsed
+
+    def nvml(gpu: Any) -> Any:
+        if isinstance(gpu, int):
+            return ordinals[gpu] if 0 <= gpu < len(ordinals) else gpu
+        m = _GPU_NAME.match(str(gpu))  # nvbandwidth's src/dst "gpu3"
+        return f"gpu{ordinals[int(m.group(1))]}" if m and int(m.group(1)) < len(ordinals) else gpu
+
+    metrics = tuple(replace(m, labels={k: nvml(v) if k in ("gpu", "src", "dst") else v
+                                       for k, v in m.labels.items()}) for m in parsed.metrics)
+    details = dict(parsed.details)
+    if isinstance(details.get("faults"), Mapping):
+        details["faults"] = {str(nvml(int(k)) if str(k).isdigit() else k): v
+                             for k, v in details["faults"].items()}
+    return replace(parsed, metrics=metrics, details=details)
+
+
+def cuda_order_problems(reported: Sequence[Any], gpus: Sequence[Mapping[str, Any]],
+                        ordinals: Sequence[int] | None = None) -> list[str]:
+    """CUDA ordinal i must be the GPU NVML calls ordinals[i] (i without them): compare the PCI bus ids
+    an engine reports."""
     out = []
     for i, bus in enumerate(reported):
-        if not bus or i >= len(gpus) or not gpus[i].get("pci_bus_id"):
+        n = ordinals[i] if ordinals is not None and i < len(ordinals) else i
+        if not bus or n >= len(gpus) or not gpus[n].get("pci_bus_id"):
             continue
-        want = pci.normalize(str(gpus[i]["pci_bus_id"]))
+        want = pci.normalize(str(gpus[n]["pci_bus_id"]))
         if pci.normalize(str(bus)) != want:
-            out.append(f"CUDA device {i} is the GPU at {bus}, but NVML's GPU {i} is at "
-                       f"{gpus[i]['pci_bus_id']}: GPU numbering differs, results would land on the wrong GPU")
+            out.append(f"CUDA device {i} is the GPU at {bus}, but NVML's GPU {n} is at "
+                       f"{gpus[n]['pci_bus_id']}: GPU numbering differs, results would land on the wrong GPU")
     return out
 
 

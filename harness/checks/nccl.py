@@ -20,7 +20,7 @@ from typing import Any, Literal, Optional, Union
 from pydantic import Field, field_validator
 
 from harness import catalog
-from harness.checks import needs
+from harness.checks import gpu_identity, needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Need, Params, PlannedCommand
 from harness.errors import ToolError
 from harness.model import Metric
@@ -87,8 +87,19 @@ class NcclParams(Params):
 
 
 def _gpus_found(inventory: Mapping[str, Any]) -> int:
+    """The GPUs one process can drive: those cuda_env makes visible (a GPU without a UUID is not)."""
     gpus = inventory.get("gpus")
-    return len(gpus) if isinstance(gpus, list) else 0
+    return len(gpu_identity.cuda_visible(gpus)[1]) if isinstance(gpus, list) else 0
+
+
+def run_env(params: NcclParams, inventory: Mapping[str, Any]) -> dict[str, str] | None:
+    """Without a launcher, the GPUs NVML sees by UUID (an inherited CUDA_VISIBLE_DEVICES from a
+    partial Slurm or Kubernetes allocation would not have `-g` of them); the check's `env` wins. A
+    launcher sets each rank's own."""
+    if params.launcher is not None:
+        return params.env or None
+    gpus = inventory.get("gpus")
+    return {**gpu_identity.cuda_env(gpus if isinstance(gpus, list) else []), **params.env}
 
 
 def layout(params: NcclParams, inventory: Mapping[str, Any]) -> tuple[int, int]:
@@ -149,7 +160,7 @@ def run(params: NcclParams, ctx: CheckContext) -> CheckOutput:
     for op in params.ops:
         ctx.progress(f"nccl-tests {op}_perf: {nranks} x {per} GPU(s)")
         argv = build_argv(params, op, nranks, per)
-        res = ctx.run_tool(argv, name=f"{op}_perf", env=params.env or None, check_rc=False)
+        res = ctx.run_tool(argv, name=f"{op}_perf", env=run_env(params, ctx.inventory), check_rc=False)
         if res.interrupted:
             raise ToolError(f"{op}_perf: interrupted; its process group was killed", argv=res.argv)
         parsed = nccl_parser.parse(res.stdout() + "\n" + res.stderr(), op=op)
@@ -165,7 +176,7 @@ def run(params: NcclParams, ctx: CheckContext) -> CheckOutput:
         tests += parsed.details.get("tests", [])
         version = version or parsed.details.get("nccl_version")
     details = {"nccl_version": version, "processes": nranks, "gpus_per_process": per,
-               "env": effective_env(params), "tests": tests}
+               "env": {**effective_env(params), **(run_env(params, ctx.inventory) or {})}, "tests": tests}
     return CheckOutput(tuple(metrics), tuple(problems), details, _summary(metrics))
 
 

@@ -50,8 +50,9 @@ from harness.units import WATT
 SLACK_S = 60.0  # start-up of the load tools and their shutdown, on top of `duration`
 NAME = "power_headroom"
 BURN_NAME, STRESS_NAME = "burn", "stress-ng"
-TELEMETRY = ("gpu.temp_max", "gpu.mem_temp_max", "gpu.power_mean", "gpu.power_max", "gpu.sm_clock_mean",
-             "gpu.util_mean", "gpu.throttle_pct", "gpu.energy", "gpu.lost")
+TELEMETRY = ("gpu.temp_max", "gpu.mem_temp_max", "gpu.power_mean", "gpu.power_max", "gpu.power_avg_max",
+             "gpu.sm_clock_mean", "gpu.util_mean", "gpu.throttle_pct", "gpu.hw_slowdown_episodes",
+             "gpu.energy", "gpu.lost")
 OWN = ("power.node_peak", "power.node_p99", "power.gpu_peak", "power.gpu_share_pct", "power.headroom_pct",
        "power.usable_capacity", "power.estimated", "power.psus_ok", "psu.ok", "psu.power_in",
        "psu.redundant", "bmc.inlet_temp_max", "gpu.power_limit", "gpu.temp_margin", "gpu_burn.ok",

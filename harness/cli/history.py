@@ -152,7 +152,7 @@ def compare(run_a: str, run_b: str, history: Path | None, as_json: bool) -> None
     a, b = hv.load_run(run_a, history), hv.load_run(run_b, history)
     rows = runcompare.compare_runs(a, b)
     if as_json:
-        click.echo(json.dumps(runcompare.to_json(a, b, rows), indent=2))
+        click.echo(json.dumps(runcompare.to_json(a, b, rows), indent=2, allow_nan=False))
         return
     title = (f"A = {a.run_id} ({a.suite.get('name', '?')}, {a.verdict})   "
              f"B = {b.run_id} ({b.suite.get('name', '?')}, {b.verdict})")

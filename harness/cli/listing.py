@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from harness.errors import printable
+
 if TYPE_CHECKING:  # the modules themselves are imported in the command: `harness --help` stays fast
     from harness.checks.readiness import KindReadiness, NeedState
     from harness.config.paths import Found
@@ -31,7 +33,7 @@ def listing() -> str:
     """Kinds, parse kinds, then suites and profiles by name with their place and the search path."""
     # start-up: check kinds and config load only for `harness list`, not for `harness --help`
     from harness.checks.registry import kinds
-    from harness.config.paths import catalogue, search_path
+    from harness.config.paths import catalogue, search_path, untrusted_files
     from harness.parsers.registry import parsers
 
     lines = ["check kinds:"]
@@ -40,6 +42,7 @@ def listing() -> str:
     lines += ["parse kinds:", "  " + ", ".join(sorted(parsers()))]
     for what in ("suites", "profiles"):
         lines += [f"{what}:", *_found_lines(catalogue(what))]
+        lines += [printable(f"  passed over (not trusted): {p}: {why}") for p, why in untrusted_files(what)]
     for what in ("suites", "profiles"):
         lines += [f"{what[:-1]} search path (first found wins):"]
         lines += [f"  {p.where:7}  {p.path}" + ("" if p.path.is_dir() else "  (absent)")

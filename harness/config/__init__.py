@@ -11,13 +11,25 @@ from harness.config.loader import (
     load_suite,
     validate_paths,
 )
-from harness.config.paths import find_profile, find_suite, list_profiles, list_suites
+from harness.config.paths import (
+    Found,
+    catalogue,
+    find_profile,
+    find_suite,
+    list_profiles,
+    list_suites,
+    locate,
+    untrusted_files,
+    where_text,
+)
 from harness.config.schema import json_schema
 
 __all__ = [
+    "Found",
     "LoadedProfile",
     "LoadedSuite",
     "ResolvedCheck",
+    "catalogue",
     "find_profile",
     "find_suite",
     "json_schema",
@@ -25,5 +37,8 @@ __all__ = [
     "list_suites",
     "load_profile",
     "load_suite",
+    "locate",
+    "untrusted_files",
     "validate_paths",
+    "where_text",
 ]

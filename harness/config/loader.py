@@ -19,7 +19,7 @@ from harness.config.driftrules import merge_rules
 from harness.config.factrule import merge_fact_rules
 from harness.config.kinds import KindSpec, Params
 from harness.config.models import CheckSpec, Expectation, Profile, Settle, Suite
-from harness.config.paths import find_profile, find_suite
+from harness.config.paths import find_profile, find_suite, package_dir, why_untrusted
 from harness.config.problems import Doc, did_you_mean, show
 from harness.config.yamlload import Locator, PathKey, load_yaml
 from harness.errors import ConfigError, ConfigProblem
@@ -224,6 +224,11 @@ def _profile_chain(path: Path, problems: list[ConfigProblem], stack: tuple[tuple
         if parent_path is None:
             problems.append(doc.problem(("extends",), f"profile {extends!r} (extended by {name!r}) not "
                                                       f"found next to this file or on the search path"))
+            return None
+        why = why_untrusted(parent_path, "path")
+        if why and not parent_path.resolve().is_relative_to(package_dir("profiles").resolve()):
+            problems.append(doc.problem(("extends",), f"profile {extends!r} (extended by {name!r}) is not "
+                                                      f"trusted: {why}"))
             return None
         ring = [n for p, n in (*stack, me) if p == parent_path.resolve()]
         if ring:

@@ -200,6 +200,9 @@ class GpuHardware(Strict):
     memory_min_bytes: Optional[Bytes] = Field(None, gt=0, description="each GPU's total memory as NVML "
                                               "reports it, at least (80000000000 or 74GiB for an 80 GB "
                                               "part)")
+    nvlinks: Optional[int] = Field(None, ge=0, le=64, description="NVLink links up on each GPU, at least "
+                                   "(H100/H200/B200 SXM: 18; a PCIe card without bridges: 0); unset, "
+                                   "as many as the best GPU of the node")
     xid_critical: Optional[list[Annotated[int, Field(ge=1, le=999)]]] = Field(
         None, description="XID codes that fail their GPU in gpu_health: the site's policy (sites "
         "disagree); unset, the DCGM/AzNHC set 48 63 64 74 79 92 94 95 119 120; a suite's own "

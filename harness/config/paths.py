@@ -12,6 +12,12 @@ found wins, in:
 
 The user's directory comes before the system's, as with git's and pip's configuration: a
 person's own copy of a suite overrides the site-wide one, which overrides the shipped one.
+
+A suite or profile is trusted only when it and every directory above it are owned by root or this
+user and writable by no one else (fsutil.untrusted); the shipped ones are as trusted as the code.
+A file on the path that is not trusted is passed over (and named, `refused`); one given as a path
+is refused. A bare word is always a name: `./smoke` is never the suite `smoke` (a file in the
+current directory counts as a path only when given with its `.yaml`/`.yml` or a `/`).
 """
 
 from __future__ import annotations
@@ -23,10 +29,22 @@ from pathlib import Path
 
 import harness
 from harness.errors import ConfigError
+from harness.fsutil import resolve, untrusted
 
 _EXTS = (".yaml", ".yml")
 SYSTEM_DIR = Path("/etc/harness")
 SHIPPED = "data"  # harness/data/{suites,profiles} in a built wheel (setup.py copies them there)
+
+
+# how a summary and a report say where a suite or profile came from
+WHERE = {"env": "from $HARNESS_{WHAT}_PATH", "cwd": "from ./{what} of the current directory",
+         "user": "from your configuration", "system": "from /etc/harness", "package": "shipped",
+         "path": "given as a path"}
+
+
+def where_text(what: str, where: str) -> str:
+    """'shipped', 'from ./profiles of the current directory', ... for a Found.where."""
+    return WHERE.get(where, where).format(what=what, WHAT=what.upper())
 
 
 @dataclass(frozen=True)
@@ -39,12 +57,14 @@ class Place:
 
 @dataclass(frozen=True)
 class Found:
-    """A suite or profile on the search path: the file that wins and those it hides."""
+    """A suite or profile on the search path: the file that wins, those it hides, and the files of
+    that name passed over because they are not trusted (path, why)."""
 
     name: str
     path: Path
     where: str
     shadows: tuple[Path, ...] = ()
+    refused: tuple[tuple[Path, str], ...] = ()
 
 
 def user_dir() -> Path:
@@ -84,24 +104,53 @@ def search_dirs(what: str) -> list[Path]:
     return [p.path for p in search_path(what)]
 
 
-def _find(what: str, name_or_path: str | Path) -> Path:
-    given = Path(name_or_path)
+def why_untrusted(path: Path, where: str) -> str:
+    """Why a suite or profile file found in a place of kind `where` is not trusted ('' if it is)."""
+    if where == "package":
+        return ""  # the shipped files: whoever can change them can change the code that runs
+    return untrusted(path)
+
+
+def _as_path(name_or_path: str | Path) -> Path | None:
+    """The path meant, or None for a name: a Path, text with a '/', or an existing FILE.yaml."""
     text = str(name_or_path)
-    looks_like_path = isinstance(name_or_path, Path) or os.sep in text or "/" in text
-    if given.is_file() or (looks_like_path and given.exists()):
-        return given
-    if looks_like_path or not text:
+    if isinstance(name_or_path, Path) or os.sep in text or "/" in text:
+        return Path(name_or_path)
+    return Path(text) if text.endswith(_EXTS) and Path(text).is_file() else None
+
+
+def locate(what: str, name_or_path: str | Path) -> Found:
+    """The suite or profile meant: a path (where 'path', refused when not trusted), or the first
+    trusted file of that name on the search path (files passed over for trust in `refused`)."""
+    text = str(name_or_path)
+    given = _as_path(name_or_path)
+    if given is not None:
+        if not given.exists():
+            raise ConfigError(f"{what[:-1]} file {text!r} does not exist")
+        inside_package = Path(os.path.realpath(given)).is_relative_to(package_dir(what).resolve())
+        why = why_untrusted(given, "package" if inside_package else "path")
+        if why:
+            raise ConfigError(f"{what[:-1]} file {text!r} is not trusted: {why} (only files that no one but "
+                              "root and you can change are run or judged by)")
+        return Found(given.stem, resolve(given), "package" if inside_package else "path")
+    if not text:
         raise ConfigError(f"{what[:-1]} file {text!r} does not exist")
     names = [text] if text.endswith(_EXTS) else [text + ext for ext in _EXTS]
-    dirs = search_dirs(what)
-    for d in dirs:
+    places = search_path(what)
+    refused: list[tuple[Path, str]] = []
+    for place in places:
         for n in names:
-            candidate = d / n
+            candidate = place.path / n
             if candidate.is_file():
-                return candidate
-    searched = ", ".join(str(d) for d in dirs)
+                why = why_untrusted(candidate, place.where)
+                if why:
+                    refused.append((candidate, why))
+                    continue
+                return Found(Path(n).stem, resolve(candidate), place.where, refused=tuple(refused))
+    searched = ", ".join(str(p.path) for p in places)
+    passed = "".join(f"; passed over {p}: not trusted: {why}" for p, why in refused)
     near = _near(text.removesuffix(".yaml").removesuffix(".yml"), [f.name for f in catalogue(what)])
-    raise ConfigError(f"{what[:-1]} {text!r} not found{near}; searched: {searched}")
+    raise ConfigError(f"{what[:-1]} {text!r} not found{near}; searched: {searched}{passed}")
 
 
 def _near(text: str, names: list[str]) -> str:
@@ -116,9 +165,14 @@ def _near(text: str, names: list[str]) -> str:
     return f" (did you mean {' or '.join(repr(h) for h in hits)}?)" if hits else ""
 
 
-def catalogue(what: str) -> list[Found]:
-    """Every suite or profile on the search path by name: where the winner was found, what it hides."""
+def _find(what: str, name_or_path: str | Path) -> Path:
+    return locate(what, name_or_path).path
+
+
+def _scan(what: str) -> tuple[dict[str, list[tuple[Path, str]]], dict[str, list[tuple[Path, str]]]]:
+    """Every file on the search path by name: the trusted ones (path, where) and the others (path, why)."""
     hits: dict[str, list[tuple[Path, str]]] = {}
+    refused: dict[str, list[tuple[Path, str]]] = {}
     for place in search_path(what):
         try:
             entries = sorted(place.path.iterdir()) if place.path.is_dir() else []
@@ -126,8 +180,25 @@ def catalogue(what: str) -> list[Found]:
             entries = []
         for p in entries:
             if p.suffix in _EXTS and p.is_file():
-                hits.setdefault(p.stem, []).append((p, place.where))
-    return [Found(name, h[0][0], h[0][1], tuple(p for p, _ in h[1:])) for name, h in sorted(hits.items())]
+                why = why_untrusted(p, place.where)
+                if why:
+                    refused.setdefault(p.stem, []).append((p, why))
+                else:
+                    hits.setdefault(p.stem, []).append((p, place.where))
+    return hits, refused
+
+
+def catalogue(what: str) -> list[Found]:
+    """Every trusted suite or profile on the search path by name: where the winner was found, what
+    it hides, and the files of its name passed over as not trusted."""
+    hits, refused = _scan(what)
+    return [Found(name, resolve(h[0][0]), h[0][1], tuple(p for p, _ in h[1:]), tuple(refused.get(name, ())))
+            for name, h in sorted(hits.items())]
+
+
+def untrusted_files(what: str) -> list[tuple[Path, str]]:
+    """Every suite or profile file on the search path passed over as not trusted, with why."""
+    return [r for _, rs in sorted(_scan(what)[1].items()) for r in rs]
 
 
 def find_suite(name_or_path: str | Path) -> Path:

@@ -8,11 +8,12 @@ on the host (only when asked for, so tests exercise the same logic without a GPU
 The parent starts one child process per device (`--device N`) and forwards each child's result
 as it comes: a device that hangs is killed after the deadline plus a grace period and reported,
 and the other devices' results are kept. In a child, only the products are timed: `batch`
-products are queued back to back between two synchronisations, and the last one of each batch
-is compared with the first product outside the timed window (`verified` says how many were).
+products are queued back to back between two synchronisations, and every one of them is compared
+with the first product outside the timed window, on the device, its mismatch counts read back
+once per batch (`verified` says how many were: all of them).
 TFLOPS counts the timed products only; `tflops_wall` is the rate over the whole loop, checks
 included. Every device uses the same inputs, so the first product's digest must agree across
-GPUs of one model, and its corner is checked against float64 on the host. A memory pass fills
+GPUs of one model, and its corner is checked against float64 computed on the host. A memory pass fills
 `--mem-fraction` of the free memory before the burn and verifies it after.
 Output: one JSON object per line (start, one result or error per device, done).
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -67,8 +69,8 @@ def tflops(size: int, iterations: int, seconds: float) -> float:
 
 def burn_loop(gpu: int, size: int, ops: Ops, deadline: float, batch: int = 1, dtype: str = "fp64",
               clock: Callable[[], float] = time.monotonic) -> DeviceResult:
-    """Multiply until `deadline`: time batches of products only, verify one per batch outside the
-    timed window. The engine's core, pure of I/O."""
+    """Multiply until `deadline`: time batches of products only, then compare every product of the
+    batch with the first outside the timed window. The engine's core, pure of I/O."""
     start = clock()
     first = ops.multiply()
     ops.sync()
@@ -77,17 +79,24 @@ def burn_loop(gpu: int, size: int, ops: Ops, deadline: float, batch: int = 1, dt
     timed = 0.0
     while clock() < deadline:
         t0 = clock()
-        for _ in range(batch):
-            c = ops.multiply()
+        products = [ops.multiply() for _ in range(batch)]
         ops.sync()
         timed += clock() - t0
         iterations += batch
-        errors += 1 if ops.differs(c, first) else 0
-        verified += 1
+        errors += mismatched(ops, products, first)
+        verified += len(products)
     wall = clock() - start
     return DeviceResult(gpu, iterations, verified, errors, timed, wall, tflops(size, iterations, timed),
                         tflops(size, iterations, wall), digest, tile, tile <= TOLERANCE.get(dtype, 1e-2),
                         name=ops.name, pci_bus_id=ops.pci_bus_id)
+
+
+def mismatched(ops: Ops, products: Sequence[Any], first: Any) -> int:
+    """How many of a batch's products differ from the first: counted on the device and read back
+    at once where the backend can (Ops.count/read), else compared one by one."""
+    if ops.count is not None and ops.read is not None:
+        return sum(1 for n in ops.read([ops.count(c, first) for c in products]) if n)
+    return sum(1 for c in products if ops.differs(c, first))
 
 
 def backend(name: str, host_devices: int = 1) -> NumpyBackend:
@@ -175,10 +184,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="products timed per verification (default 10; 1 on the CPU)")
     ap.add_argument("--mem-fraction", type=float, default=0.8,
                     help="share of free device memory the memory pass fills (0: none)")
-    ap.add_argument("--host-devices", type=int, default=1, help="numpy backend: stand-ins for GPUs")
+    ap.add_argument("--host-devices", type=int, default=None,
+                    help="numpy backend: stand-ins for GPUs (default: one per device CUDA_VISIBLE_DEVICES "
+                         "names, as the gpu_burn check sets it, else 1)")
     ap.add_argument("--device", type=int, default=None, help="child mode: burn this device only")
     ap.add_argument("--grace", type=float, default=GRACE_S, help="seconds a child may overrun the burn")
     args = ap.parse_args(argv)
+    if args.host_devices is None:
+        visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+        args.host_devices = len(visible) or 1
     try:
         be = backend(args.backend, args.host_devices)
         devices = be.devices() if args.device is None else [args.device]

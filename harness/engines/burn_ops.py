@@ -3,8 +3,11 @@
 Every device gets the same inputs (one common seed): cuBLAS products are bitwise reproducible on
 one architecture and SM count with one stream, so every GPU of a model must produce the same
 first product (its digest is compared across GPUs by parsers/burnlog), and a small tile of it is
-checked against a float64 product on the host. A memory pass fills most of the free memory with
-a pattern before the burn and verifies it after, so the check touches the memory, not ~400 MiB.
+checked against a float64 product of the same inputs computed on the host (never by the GPU under
+test). Every later product is compared with the first on the device (`count`: the number of
+differing elements, left on the device; `read`: all of a batch's counts in one transfer). A memory
+pass fills most of the free memory with a pattern before the burn and verifies it after, so the
+check touches the memory, not ~400 MiB.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ PATTERN_CHUNK = 64 * 2**20  # int32 elements verified per step of the memory pas
 @dataclass(frozen=True)
 class Ops:
     """What the burn loop does on one device: queue a product, wait for the device, compare two
-    products (True when they differ), and describe a product (digest, corner tile error)."""
+    products (True when they differ), and describe a product (digest, corner tile error). `count`
+    and `read`, where a backend has them, compare on the device: count(product, first) queues the
+    number of differing elements, read(counts) brings a batch's counts back at once."""
 
     multiply: Callable[[], Any]
     sync: Callable[[], None]
@@ -33,6 +38,8 @@ class Ops:
     tile_error: Callable[[Any], float]  # max relative error of the corner against float64
     name: str = "cpu"
     pci_bus_id: str | None = None
+    count: Callable[[Any, Any], Any] | None = None
+    read: Callable[[list[Any]], list[int]] | None = None
 
 
 class MemoryPass:
@@ -87,7 +94,8 @@ class NumpyBackend:
         a, b = rng.random((size, size)).astype(t), rng.random((size, size)).astype(t)
         ref = a[:TILE].astype(np.float64) @ b[:, :TILE].astype(np.float64)
         return Ops(lambda: a @ b, lambda: None, lambda c, first: bool((c != first).any()),
-                   lambda c: _sha(c.tobytes()), lambda c: _rel(c[:TILE, :TILE], ref))
+                   lambda c: _sha(c.tobytes()), lambda c: _rel(c[:TILE, :TILE], ref),
+                   count=lambda c, first: (c != first).sum(), read=lambda xs: [int(x) for x in xs])
 
     def memory(self, device: int, fraction: float) -> MemoryPass:
         np = self.np
@@ -123,7 +131,7 @@ class TorchBackend(NumpyBackend):
         gen = torch.Generator(device="cpu").manual_seed(SEED)  # host RNG: the same bits everywhere
         a = torch.rand((size, size), generator=gen, dtype=torch.float32).to(t).to(dev)
         b = torch.rand((size, size), generator=gen, dtype=torch.float32).to(t).to(dev)
-        ref = (a[:TILE].double() @ b[:, :TILE].double()).cpu().numpy()
+        ref = (a[:TILE].cpu().double() @ b[:, :TILE].cpu().double()).numpy()  # on the host
         bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
         props = torch.cuda.get_device_properties(dev)
         bus = getattr(props, "pci_bus_id", None)
@@ -133,7 +141,9 @@ class TorchBackend(NumpyBackend):
         return Ops(lambda: a @ b, lambda: torch.cuda.synchronize(dev),
                    lambda c, first: bool(torch.ne(c, first).any().item()),
                    lambda c: _sha(c.contiguous().view(bits).cpu().numpy().tobytes()),
-                   lambda c: _rel(c[:TILE, :TILE].double().cpu().numpy(), ref), str(props.name), pci)
+                   lambda c: _rel(c[:TILE, :TILE].double().cpu().numpy(), ref), str(props.name), pci,
+                   count=lambda c, first: torch.ne(c, first).sum(),
+                   read=lambda xs: [int(x) for x in torch.stack(xs).tolist()])
 
     def memory(self, device: int, fraction: float) -> MemoryPass:
         torch = self.torch
@@ -186,7 +196,9 @@ class CupyBackend(NumpyBackend):
         return Ops(lambda: a @ b, cp.cuda.Device(device).synchronize,
                    lambda c, first: bool((c != first).any()),
                    lambda c: _sha(cp.asnumpy(c).tobytes()), lambda c: _rel(cp.asnumpy(c[:TILE, :TILE]), ref),
-                   name.decode() if isinstance(name, bytes) else str(name), str(pci))
+                   name.decode() if isinstance(name, bytes) else str(name), str(pci),
+                   count=lambda c, first: (c != first).sum(),
+                   read=lambda xs: [int(x) for x in cp.asnumpy(cp.stack(xs))])
 
     def memory(self, device: int, fraction: float) -> MemoryPass:
         cp = self.cp

@@ -11,7 +11,8 @@ After a warm-up copy, `iterations` back-to-back copies are timed between two syn
 GB/s = bytes * iterations / seconds / 1e9; that is one trial, and the median of `trials` trials
 is reported (as nvbandwidth's -i). As nvbandwidth does, each test runs on the CPUs local to the
 GPU doing the copy (sysfs local_cpulist of its PCI device), so host buffers are allocated and
-driven from that GPU's socket; the result names the CPUs used. The tests carry the names of their nvbandwidth
+driven from that GPU's socket (a fresh page-locked buffer per test, never one cached from an
+earlier GPU); the result names the CPUs used. The tests carry the names of their nvbandwidth
 equivalents (host_to_device_memcpy_ce, device_to_host_memcpy_ce, device_to_device_memcpy_write_ce)
 so a profile's references apply. Output: one JSON object per line (start, one result per GPU
 or pair and test, error lines when a copy fails, done).
@@ -203,6 +204,7 @@ class _Torch(_Backend):
         import torch  # start-up: optional backend, imported only when chosen
 
         self.torch = torch
+        self._registered: list[Any] = []  # host buffers pinned with cudaHostRegister
 
     def devices(self) -> list[int]:
         return list(range(self.torch.cuda.device_count()))
@@ -215,7 +217,19 @@ class _Torch(_Backend):
         return f"{getattr(p, 'pci_domain_id', 0):04x}:{bus:02x}:{getattr(p, 'pci_device_id', 0):02x}.0"
 
     def _host(self, nbytes: int) -> Any:
-        return self.torch.full((nbytes,), 7, dtype=self.torch.uint8, pin_memory=True)
+        """A page-locked buffer of its own for this test, first touched by this thread (running on
+        the GPU's local CPUs), so its pages sit on that GPU's NUMA node. Not from PyTorch's pinned
+        cache: empty_cache() never frees host memory (pytorch#134332), so GPU 0's buffer would be
+        reused for every later GPU. Registered with cudaHostRegister, unregistered in release()."""
+        import numpy  # start-up: optional, loaded only with the torch backend
+
+        register = getattr(self.torch.cuda.cudart(), "cudaHostRegister", None)
+        if register is None:  # a build without the binding: the cached pinned allocator
+            return self.torch.full((nbytes,), 7, dtype=self.torch.uint8, pin_memory=True)
+        buf = self.torch.from_numpy(numpy.full(nbytes, 7, dtype=numpy.uint8))  # first touch: here
+        register(buf.data_ptr(), nbytes, 0)
+        self._registered.append(buf)
+        return buf
 
     def _dev(self, device: int, nbytes: int) -> Any:
         return self.torch.full((nbytes,), 7, dtype=self.torch.uint8, device=f"cuda:{device}")
@@ -239,6 +253,10 @@ class _Torch(_Backend):
         return (lambda: b.copy_(a, non_blocking=True)), sync
 
     def release(self) -> None:
+        cudart = self.torch.cuda.cudart()
+        for buf in self._registered:
+            cudart.cudaHostUnregister(buf.data_ptr())
+        self._registered = []
         self.torch.cuda.empty_cache()
 
 

@@ -1,10 +1,11 @@
 """One row per metric value: who (node, serial), which run, when, what (check, metric, labels),
 the value and unit, and how it was judged (the check's status, the value's outcome, the verdict).
 
-Label keys become columns of their own; a key that would shadow a fixed column is prefixed
-`label_`. Label values are text in every format (a `gpu` label is "0", not 0), so a column
-never mixes types. What is not known (a label a metric lacks, no serial, no judgement) is None:
-null in JSON Lines and Parquet, an empty cell in CSV.
+Label keys become columns of their own (at most MAX_LABEL_COLUMNS; the rest are written together
+in one more column); a key that would shadow a fixed column is prefixed `label_`. Label values
+are text in every format (a `gpu` label is "0", not 0), so a column never mixes types. What is
+not known (a label a metric lacks, no serial, no judgement) is None: null in JSON Lines and
+Parquet, an empty cell in CSV.
 """
 
 from __future__ import annotations
@@ -68,8 +69,45 @@ def stored_rows(node: str, serial: str | None, run: str, time: str, suite: str, 
         yield _row(base, check, None, time, None, m, None)
 
 
+MAX_LABEL_COLUMNS = 128  # label keys that get a column of their own; the rest share MORE_LABELS
+MORE_LABELS = "more_labels"  # 'k=v,k2=v2' of a row's labels beyond MAX_LABEL_COLUMNS (else empty)
+MORE_LABELS_MAX = 32 * 1024  # characters of that cell at most, then '... (N more)
+
+
 def columns(rows: Iterable[Row]) -> list[str]:
-    """The fixed columns, with the label columns (sorted) after `metric`."""
-    labels = sorted({k for r in rows for k in r} - set(COLUMNS))
+    """The fixed columns, with the label columns (sorted) after `metric`: the MAX_LABEL_COLUMNS
+    keys most rows carry (one node with 20,000 label keys must not give every row of a fleet
+    20,000 empty cells), then MORE_LABELS when some keys are left over."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        for k in r:
+            counts[k] = counts.get(k, 0) + 1
+    for c in COLUMNS:
+        counts.pop(c, None)
+    keys = sorted(counts)
+    if len(keys) > MAX_LABEL_COLUMNS:
+        keep = set(sorted(keys, key=lambda k: (-counts[k], k))[:MAX_LABEL_COLUMNS])
+        keys = [k for k in keys if k in keep and k != MORE_LABELS] + [MORE_LABELS]
     at = COLUMNS.index("metric") + 1
-    return [*COLUMNS[:at], *labels, *COLUMNS[at:]]
+    return [*COLUMNS[:at], *keys, *COLUMNS[at:]]
+
+
+def fit(row: Row, cols: Sequence[str], known: frozenset[str]) -> Row:
+    """`row` with the labels that have no column (not in `known`, the set of `cols`) folded into
+    MORE_LABELS as 'k=v,...' (at most MORE_LABELS_MAX characters, then how many more there were):
+    the table stays as wide as `cols`, and every cell bounded."""
+    extra = [k for k in row if k not in known]
+    if not extra:
+        return row
+    out = {k: v for k, v in row.items() if k in known}
+    parts: list[str] = []
+    size = 0
+    for k in sorted(extra):
+        part = f"{k}={row[k]}"
+        if size + len(part) > MORE_LABELS_MAX:
+            parts.append(f"... ({len(extra) - len(parts)} more)")
+            break
+        parts.append(part)
+        size += len(part) + 1
+    out[MORE_LABELS] = ",".join(parts)
+    return out

@@ -2,23 +2,26 @@
 
 Every format has the same columns in the same order: the fixed ones with the label columns
 after `metric`. Times stay ISO 8601 UTC text in CSV and JSON Lines and are timestamps in
-Parquet; a value that is not finite is empty (CSV) or null.
+Parquet; a value that is not finite is empty (CSV) or null. A CSV cell that starts like a
+spreadsheet formula is written with a leading "'" (cell). A file is written to a new temporary
+file beside it (O_EXCL|O_NOFOLLOW) and renamed over it.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
-import os
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from harness.errors import StorageError, ToolMissing, UsageError
-from harness.export.rows import Row, columns
+from harness.export.rows import Row, columns, fit
 from harness.export.sources import Source
+from harness.fsutil import atomic_write_with
 
 FORMATS = ("csv", "jsonl", "parquet")
 BATCH = 50_000  # Parquet rows per written batch: memory stays flat in the fleet size
@@ -29,21 +32,45 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a cell as a formula
+
+
+def cell(value: Any) -> Any:
+    """A CSV cell that a spreadsheet cannot run: text starting like a formula ('=cmd|...', '@SUM',
+    '-2+3') gets a leading "'" (as OWASP advises for CSV injection); a number as text stays."""
+    if not isinstance(value, str) or not value.startswith(FORMULA_START):
+        return value
+    try:
+        float(value)
+        return value
+    except ValueError:
+        return "'" + value
+
+
 def write_csv(source: Source, out: IO[str]) -> int:
     cols = columns(source())
+    known = frozenset(cols)
     w = csv.DictWriter(out, cols, restval="", lineterminator="\n")
-    w.writeheader()
+    # the csv module quotes a field for '\n' but not for a bare '\r' (a line end to readers): a
+    # row holding one is written with every field quoted
+    quoted = csv.DictWriter(out, cols, restval="", lineterminator="\n", quoting=csv.QUOTE_ALL)
+    w.writerow({c: cell(c) for c in cols})
     n = 0
     for row in source():
-        w.writerow({**row, "value": "" if _finite(row["value"]) is None else repr(row["value"])})
+        cells = {**{k: cell(v) for k, v in fit(row, cols, known).items()},
+                 "value": "" if _finite(row["value"]) is None else repr(row["value"])}
+        cr = any(isinstance(v, str) and "\r" in v for v in cells.values())
+        (quoted if cr else w).writerow(cells)
         n += 1
     return n
 
 
 def write_jsonl(source: Source, out: IO[str]) -> int:
     cols = columns(source())
+    known = frozenset(cols)
     n = 0
-    for row in source():
+    for raw in source():
+        row = fit(raw, cols, known)
         doc = {c: row.get(c) for c in cols}
         doc["value"] = _finite(row["value"])
         out.write(json.dumps(doc, allow_nan=False, ensure_ascii=False) + "\n")
@@ -71,7 +98,9 @@ def arrow_batch(rows: list[Row], schema: Any) -> Any:
     """A record batch of rows; times parsed from ISO 8601 ('' is null)."""
     pa = arrow()
     data: dict[str, list[Any]] = {c: [] for c in schema.names}
-    for r in rows:
+    known = frozenset(schema.names)
+    for raw in rows:
+        r = fit(raw, schema.names, known)
         for c in schema.names:
             v: Any = r.get(c)
             if c == "time":
@@ -82,7 +111,7 @@ def arrow_batch(rows: list[Row], schema: Any) -> Any:
     return pa.RecordBatch.from_pydict(data, schema=schema)
 
 
-def write_parquet(source: Source, path: str) -> int:
+def write_parquet(source: Source, path: str | BinaryIO) -> int:
     pq = arrow().parquet
     schema = arrow_schema(columns(source()))
     n = 0
@@ -122,16 +151,19 @@ def export(source: Source, fmt: str, output: Path | None, stdout: IO[str]) -> in
         return (write_csv if fmt == "csv" else write_jsonl)(source, stdout)
     if output.is_dir():
         raise UsageError(f"--output {output} is a directory; give a file")
-    tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
-    try:
+    written: list[int] = []
+
+    def fill(f: BinaryIO) -> None:  # into a new temporary file (O_EXCL|O_NOFOLLOW), renamed over
         if fmt == "parquet":
-            n = write_parquet(source, str(tmp))
-        else:
-            with open(tmp, "w", encoding="utf-8", newline="") as f:
-                n = (write_csv if fmt == "csv" else write_jsonl)(source, f)
-        os.replace(tmp, output)
-    except OSError as e:
+            written.append(write_parquet(source, f))
+            return
+        text = io.TextIOWrapper(f, encoding="utf-8", newline="")
+        written.append((write_csv if fmt == "csv" else write_jsonl)(source, text))
+        text.flush()
+        text.detach()
+
+    try:
+        atomic_write_with(output, fill, durable=False)
+    except OSError as e:  # pyarrow's own writes
         raise StorageError(f"cannot write {output}: {e.strerror or e}") from e
-    finally:
-        tmp.unlink(missing_ok=True)
-    return n
+    return written[0]

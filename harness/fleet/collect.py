@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from harness import results
-from harness.errors import RecordError
+from harness.errors import RecordError, printable
 from harness.fleet import layout
 from harness.fleet.layout import Manifest, NodeJob, SeenJob
+from harness.fsutil import read_regular
 from harness.model import Outcome, RunRecord, Status
 from harness.report.fmt import expectation_text, fmt_labels
 from harness.results import RESULTS
@@ -192,8 +193,9 @@ def judge(node: str, job: NodeJob, seen: SeenJob | None, exit_file: Mapping[str,
         why += f"; its exit file says harness exited {exit_file.get('rc')}"
     why += ("; the run is incomplete" if record is not None
             else f"; {results_problem}" if results_problem else "; it left no results")
-    if output_tail:
-        why += f"; last output: {output_tail.strip().splitlines()[-1][:200]}"
+    last = output_tail.strip().splitlines()[-1:] if output_tail else []
+    if last:  # a node's text: escaped, so it cannot repaint a terminal or a report
+        why += f"; last output: {printable(last[0][:200])}"
     out = _with(base, NodeStatus.ERRORED, why, record)
     return NodeOutcome(out.node, out.status, out.reason, out.job_id, out.job_state, out.run_dir, out.sku,
                        (Evidence("slurm-job", "job", why, "errored"),
@@ -206,12 +208,14 @@ def _with(base: NodeOutcome, status: NodeStatus, reason: str, record: RunRecord 
 
 
 def _tail(path: Path | None, n: int = 4000) -> str:
+    """The last `n` bytes of a node's job output: a regular file only, never through a symlink (a
+    node's files are read on the report host, whose files they must not reveal)."""
     if path is None:
         return ""
-    with open(path, "rb") as f:
-        f.seek(0, 2)
-        f.seek(max(0, f.tell() - n))
-        return f.read().decode("utf-8", errors="replace")
+    try:
+        return read_regular(path, n, tail=True).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def _document(path: Path) -> dict[str, Any]:

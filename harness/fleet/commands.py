@@ -16,14 +16,14 @@ from typing import TextIO
 
 from harness import config, results
 from harness.checks.registry import kinds
-from harness.errors import UsageError
+from harness.errors import UsageError, printable
 from harness.fleet import analysis, collect, dispatch, drain, layout, progress
 from harness.fleet import report as fleet_report
 from harness.fleet.analysis import FleetReport, OutlierSettings
 from harness.fleet.collect import NodeOutcome, NodeStatus
 from harness.model import EXIT_CODES, RunRecord
 from harness.numfmt import fmt_value
-from harness.platform.pushgateway import push
+from harness.platform.pushgateway import push, redact
 from harness.platform.slurm import SlurmError
 from harness.report import prometheus as prom
 
@@ -45,12 +45,22 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
     """`harness fleet run`: validate, submit a job per node, then (unless --no-wait) follow and report.
     `history` is every node's store (an absolute path on a shared file system, or 'off'); by default
     each node records into its own."""
-    loaded = config.load_suite(config.find_suite(suite), kinds())
+    found = config.locate("suites", suite)  # only trusted files are sent to every node
+    loaded = config.load_suite(found.path, kinds())
     history = fleet_history(history)
-    prof = str(config.load_profile(profile).path.resolve()) if profile else None
+    sent = [("suite", loaded.suite.name, found)]
+    prof = None
+    if profile:
+        pfound = config.locate("profiles", profile)
+        lp = config.load_profile(pfound.path)
+        prof = str(lp.path.resolve())
+        sent.append(("profile", lp.profile.name, pfound))
+    for what, name, f in sent:
+        for path, why in f.refused:
+            print(printable(f"warning: passed over {path}: not trusted: {why}"), file=sys.stderr)
+        print(printable(f"{what} {name}: {config.where_text(what + 's', f.where)}, {f.path.resolve()}"))
     names = dispatch.expand_nodes(nodes)
     fleet_dir = output.resolve()
-    fleet_dir.mkdir(parents=True, exist_ok=True)
     opts = dispatch.JobOptions(str(loaded.path.resolve()), prof, partition, account, time_limit,
                                history=history)
     manifest = dispatch.submit(fleet_dir, loaded.suite.name, names, opts,
@@ -162,7 +172,7 @@ def _export(fleet_dir: Path, rep: FleetReport, exports: Exports) -> None:
         for n in rep.nodes:
             samples = fleet_report.fleet_samples(rep, n.node)
             push(exports.pushgateway, prom.registry(samples), {"node": n.node})
-        print(f"pushed {len(rep.nodes)} node group(s) to {exports.pushgateway}")
+        print(f"pushed {len(rep.nodes)} node group(s) to {redact(exports.pushgateway)}")
 
 
 def _report(fleet_dir: Path, drain_failed: bool, exports: Exports, settings: OutlierSettings | None,
@@ -221,5 +231,5 @@ def export(target: Path, exports: Exports) -> int:
         print(f"prometheus: {prom.write_textfile(exports.textfile, samples)}")
     if exports.pushgateway:
         push(exports.pushgateway, prom.registry(samples), {"node": node})
-        print(f"pushed node {node} to {exports.pushgateway}")
+        print(f"pushed node {node} to {redact(exports.pushgateway)}")
     return 0

@@ -4,8 +4,14 @@ One batch job per node, not a job array: each node must be tested exactly once a
 (`--nodelist=<node> --exclusive`), and an array's tasks cannot each be pinned to a different
 node; a job per node also gives each node its own pending reason (a drained or down node
 shows up as "ReqNodeNotAvail" on its own job) and its own exit state. The job runs
-`<this python> -m harness run SUITE --output DIR/nodes/<node>` with the caller's harness on
-PYTHONPATH, so the fleet runs exactly the code that dispatched it.
+`harness run SUITE --output DIR/nodes/<node>` with this Python, isolated (`-I`: no PYTHON*
+variables, no user site, neither the current nor the script's directory on sys.path) from `/`,
+the caller's harness put first on sys.path: the fleet runs exactly the code that dispatched it,
+and nothing in the fleet directory (or whatever directory the job starts in) is imported.
+
+DIR must be new, or a directory of root's or this user's that no one else can write and that
+holds no `nodes/` yet: every node's directory and job script is made fresh (O_EXCL|O_NOFOLLOW),
+never one that stood before.
 
 Job state comes from squeue (all states, while the controller keeps the job) and, once a job
 ended, `scontrol show job` for its exit status; both are saved in DIR/fleet-jobs.json because
@@ -25,7 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import harness
-from harness.errors import HarnessError, UsageError
+from harness.errors import HarnessError, StorageError, UsageError
 from harness.fleet import layout
 from harness.fleet.layout import Manifest, NodeJob, SeenJob
 from harness.fleet.slurmtext import (
@@ -39,6 +45,7 @@ from harness.fleet.slurmtext import (
     parse_sinfo_nodes,
     parse_squeue,
 )
+from harness.fsutil import create_new, untrusted, why_not
 from harness.platform import slurm
 
 
@@ -108,7 +115,9 @@ def job_script(node: str, node_dir: Path, opts: JobOptions) -> str:
     """The batch script for one node. Every value is shell-quoted; nothing is interpolated later."""
     q = shlex.quote
     root = str(Path(harness.__file__).resolve().parent.parent)
-    argv = [opts.python, "-m", "harness", "run", opts.suite_path, "--output", str(node_dir)]
+    boot = f"import sys; sys.path.insert(0, {root!r}); from harness.cli.main import main; main()"
+    argv = [opts.python, "-I", "-c", boot, "run", opts.suite_path, "--output", str(node_dir)]
+    exit_tmp = q(f"{node_dir / layout.EXIT_FILE}.tmp")
     if opts.profile:
         argv += ["--profile", opts.profile]
     if opts.history:
@@ -121,17 +130,17 @@ def job_script(node: str, node_dir: Path, opts: JobOptions) -> str:
         'if [ "${SLURMD_NODENAME:-}" != "$node" ]; then',
         '  echo "harness: this job is for $node but runs on ${SLURMD_NODENAME:-an unknown node}" >&2',
         "fi",
-        f"export PYTHONPATH={q(root)}" + '"${PYTHONPATH:+:$PYTHONPATH}"',
         "# several slurmd on one host (a lab): HARNESS_LOCK_FILE=/x/harness-{node}.lock gives each its lock",
         'if [ -n "${HARNESS_LOCK_FILE:-}" ]; then',
         r'  export HARNESS_LOCK_FILE="${HARNESS_LOCK_FILE//\{node\}/$node}"',
         "fi",
-        f"cd {q(str(node_dir))} || exit 97",
+        "cd / || exit 97  # not the fleet directory: nothing there is read as code or configuration",
         " ".join(q(a) for a in argv),
         "rc=$?",
+        "set -C  # the exit file's temporary is made new (O_EXCL), never written through what stands",
         "printf '{\"node\": \"%s\", \"job_id\": \"%s\", \"rc\": %d, \"finished\": \"%s\"}\\n' "
         '"${SLURMD_NODENAME:-}" "${SLURM_JOB_ID:-}" "$rc" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" '
-        f"> {q(layout.EXIT_FILE)}.tmp && mv -f {q(layout.EXIT_FILE)}.tmp {q(layout.EXIT_FILE)}",
+        f"> {exit_tmp} && mv -f {exit_tmp} {q(str(node_dir / layout.EXIT_FILE))}",
         'exit "$rc"',
         "",
     ])
@@ -148,6 +157,27 @@ def sbatch_argv(node: str, node_dir: Path, script: Path, opts: JobOptions) -> li
     return [*argv, str(script)]
 
 
+def fresh_nodes(fleet_dir: Path) -> None:
+    """Make DIR (if missing) and DIR/nodes, new; UsageError when DIR is not trusted (another user
+    owns or may write it or a directory above it) or DIR/nodes already stands (it could hold a
+    planted node directory, a job script or a Python module)."""
+    try:
+        fleet_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+    except OSError as e:
+        raise StorageError(f"{fleet_dir}: cannot make the fleet directory: {why_not(e)}") from e
+    why = untrusted(fleet_dir)
+    if why:
+        raise UsageError(f"--output {fleet_dir}: not trusted: {why}; a fleet directory must be new, or "
+                         "one that no one but root and you can write")
+    try:
+        (fleet_dir / layout.NODES).mkdir(mode=0o755)
+    except FileExistsError:
+        raise UsageError(f"--output {fleet_dir} already has {layout.NODES}/ (an earlier fleet run's, or "
+                         "planted): choose a new --output") from None
+    except OSError as e:
+        raise StorageError(f"{fleet_dir / layout.NODES}: cannot make it: {why_not(e)}") from e
+
+
 def submit(fleet_dir: Path, suite_name: str, nodes: Sequence[str], opts: JobOptions,
            extra: Mapping[str, object] | None = None) -> Manifest:
     """Write each node's script and submit it; a refused node is recorded, the others go on."""
@@ -155,13 +185,16 @@ def submit(fleet_dir: Path, suite_name: str, nodes: Sequence[str], opts: JobOpti
         raise UsageError(f"{fleet_dir} already holds a fleet run; choose another --output")
     for node in nodes:  # all of them before the first file is written
         check_node_name(node)
+    fresh_nodes(fleet_dir)
     jobs: dict[str, NodeJob] = {}
     for node in nodes:
-        ndir = layout.node_dir(fleet_dir, node).resolve()
-        ndir.mkdir(parents=True, exist_ok=True)
+        ndir = layout.node_dir(fleet_dir, node)
+        try:
+            ndir.mkdir(mode=0o755)
+        except OSError as e:
+            raise StorageError(f"{ndir}: cannot make the node's directory: {why_not(e)}") from e
         script = ndir / layout.SCRIPT
-        script.write_text(job_script(node, ndir, opts), encoding="utf-8")
-        script.chmod(0o755)
+        create_new(script, job_script(node, ndir, opts).encode("utf-8"), 0o755)
         try:
             _, out, _ = slurm.call(sbatch_argv(node, ndir, script, opts))
             jobs[node] = NodeJob(node, parse_sbatch(out))

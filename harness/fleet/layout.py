@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.errors import ConfigError, ConfigProblem
 from harness.fleet.slurmtext import JobInfo
-from harness.fsutil import atomic_write_json
+from harness.fsutil import atomic_write_json, read_regular
 
 FORMAT_VERSION = 1
 MANIFEST = "fleet-run.json"
@@ -117,11 +117,16 @@ def load_jobs(fleet_dir: Path) -> dict[str, SeenJob]:
         raise ConfigError([ConfigProblem(str(fleet_dir / JOBS), 1, 1, f"invalid: {e}")]) from e
 
 
+EXIT_FILE_MAX = 64 * 1024  # bytes of job-exit.json read at most (the job writes one short line)
+
+
 def read_exit_file(fleet_dir: Path, node: str) -> dict[str, Any] | None:
-    """What the job wrote when `harness run` ended (None when it never got there)."""
+    """What the job wrote when `harness run` ended (None when it never got there, or when what
+    stands there is not a regular file: a node's file is never read through a symlink)."""
     try:
-        data = json.loads((node_dir(fleet_dir, node) / EXIT_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        raw = read_regular(node_dir(fleet_dir, node) / EXIT_FILE, EXIT_FILE_MAX)
+        data = json.loads(raw.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None
 
@@ -139,4 +144,4 @@ def slurm_output(fleet_dir: Path, node: str, job_id: str | None) -> Path | None:
     if not job_id:
         return None
     path = node_dir(fleet_dir, node) / f"slurm-{job_id}.out"
-    return path if path.is_file() else None
+    return path if path.exists() or path.is_symlink() else None

@@ -34,9 +34,14 @@ class Row:
 
     @property
     def delta_pct(self) -> float | None:
+        """B's change from A in percent; None when there is no A, A is 0, or the change is not a
+        finite number (scaled before it is subtracted: 1e308 to 0 is -100 %, not -inf)."""
         if self.a is None or self.b is None or self.a == 0:
             return None
-        return 100.0 * (self.b - self.a) / abs(self.a)
+        d = 100.0 * (self.b - self.a) / abs(self.a)
+        if not math.isfinite(d):
+            d = 100.0 * (self.b / abs(self.a) - math.copysign(1.0, self.a))
+        return d if math.isfinite(d) else None
 
     @property
     def regression_pct(self) -> float | None:
@@ -48,8 +53,13 @@ class Row:
 
     def to_dict(self) -> dict[str, Any]:
         return {"check": self.key.check, "metric": self.key.metric, "labels": self.key.label_dict,
-                "unit": self.unit, "better": self.better, "a": self.a, "b": self.b,
+                "unit": self.unit, "better": self.better, "a": _finite(self.a), "b": _finite(self.b),
                 "delta_pct": self.delta_pct, "regression_pct": self.regression_pct}
+
+
+def _finite(v: float | None) -> float | None:
+    """JSON has no infinity or NaN: such a value is null."""
+    return v if v is not None and math.isfinite(v) else None
 
 
 def _series(record: RunRecord, params: dict[str, str]) -> dict[SeriesKey, tuple[float, str]]:

@@ -14,7 +14,9 @@ from typing import Any
 # What vendors leave in DMI fields they never filled in: never an identity.
 _PLACEHOLDERS = {"", "0", "none", "null", "n/a", "na", "not specified", "not applicable", "default string",
                  "to be filled by o.e.m.", "system serial number", "serial number", "0123456789",
-                 "unknown", "not available", "chassis serial number", "empty"}
+                 "unknown", "not available", "chassis serial number", "empty", "(null)", "<null>",
+                 "invalid", "not set", "none specified"}
+_PREFIXES = ("0x", "sn", "s/n")  # a placeholder is still one behind these: 0x00000000, SN000000
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,12 @@ _FILL = "0123456789" * 4
 def _fill_pattern(text: str) -> bool:
     """A vendor fill pattern: digits counting up from 0 or 1 (01234567890123456789AB, 123456789),
     or one character repeated (00000000, FFFFFFFF, XXXX) after separators are dropped."""
-    squashed = "".join(ch for ch in text.lower() if ch.isalnum())
+    low = text.lower()
+    for prefix in _PREFIXES:
+        if low.startswith(prefix) and len(low) > len(prefix):
+            low = low[len(prefix):]
+            break
+    squashed = "".join(ch for ch in low if ch.isalnum())
     if len(set(squashed)) <= 1:
         return True
     digits = len(squashed) - len(squashed.lstrip("0123456789"))

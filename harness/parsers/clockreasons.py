@@ -18,8 +18,11 @@ BITS: dict[str, int] = {
     "hw_thermal": 0x40,           # HwThermalSlowdown
     "hw_power_brake": 0x80,       # HwPowerBrakeSlowdown
     "display_clocks": 0x100,      # DisplayClockSetting
+    "board_limit": 0x200,         # BoardLimit (nvidia-ml-py nvmlClocksThrottleReasonBoardLimit)
+    "reliability": 0x400,         # Reliability (nvidia-ml-py nvmlClocksThrottleReasonReliability)
 }
-THROTTLING: tuple[str, ...] = ("power_cap", "hw_slowdown", "hw_thermal", "hw_power_brake", "sw_thermal")
+THROTTLING: tuple[str, ...] = ("power_cap", "hw_slowdown", "hw_thermal", "hw_power_brake", "sw_thermal",
+                               "board_limit", "reliability")
 # Derived groups reported next to the single reasons.
 GROUPS: dict[str, int] = {
     "thermal": BITS["sw_thermal"] | BITS["hw_thermal"],

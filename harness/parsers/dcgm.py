@@ -7,11 +7,16 @@ DCGM's own message is kept in `details["failures"]`. The run is invalid when the
 complete diagnostic (no document root, a runtime error, a table without its closing border).
 In the table every row of a test's cell belongs to that test: a row with an empty first column
 continues it (`| | Fail - GPU: 1 |` is GPU 1's result, not a message), Warning/Error rows attach
-to it, and a message that begins "GPU n" is that GPU's reason.
+to it, and a message that begins "GPU n" is that GPU's reason. DCGM 4.x puts the test's own result
+on its first row and then one row per GPU (`GPU0: Pass`): the per-GPU rows replace a passing first
+row, never a failing one. A non-pass that is DCGM's own internal error, or a deployment check about
+the setup (persistence mode off, a service or library missing), is no `dcgm.result`: it is listed in
+`details["environment"]` (an environment problem, not the GPU's).
 
 JSON shapes: 3.x root "DCGM GPU Diagnostic", results carry "gpu_ids" ("0" or "0,1");
 4.x root "DCGM Diagnostic", results carry "entity_group": "GPU" and "entity_id", "info" is a
-list. Warnings are {"warning": text, "error_id": n, ...} objects in both.
+list, and a failing "test_summary" is the test's own result (never hidden by passing GPUs).
+Warnings are {"warning": text, "error_id": n, ...} objects in both.
 """
 
 from __future__ import annotations
@@ -109,6 +114,10 @@ def _parse_json(text: str) -> ParseResult:
         for r in t.get("results") or []:
             if isinstance(r, Mapping):
                 _json_result(res, name, r)
+        summary = t.get("test_summary")  # 4.x: the test's own result beside its per-GPU ones
+        if isinstance(summary, Mapping) and str(summary.get("status") or "").lower() in ("fail", "warn"):
+            _json_result(res, name, {"status": summary.get("status"), "entity_group": "none",
+                                     "warnings": summary.get("warnings")})
     if not res.status and not problems:
         problems.append("no test results in the diagnostic")
     return _finish(res, problems, {"format": f"json {version}" if version else "json fragment"})
@@ -190,7 +199,8 @@ def _parse_table(text: str) -> ParseResult:
                 flush()
                 message = None
                 if per_gpu:
-                    res.status.pop((test, None), None)  # per-GPU rows replace the aggregate
+                    if res.status.get((test, None)) in ("pass", "skip"):
+                        res.status.pop((test, None))  # per-GPU rows replace a passing aggregate
                     res.add(test, int(per_gpu.group(1)), per_gpu.group(2))
                 else:
                     _add_result(res, test, value)
@@ -226,10 +236,24 @@ def _add_result(res: _Results, test: str, value: str) -> None:
 
 # ---------------------------------------------------------------- common
 
+def environmental(category: str, messages: list[str]) -> bool:
+    """Whether a non-pass is DCGM's or the deployment's own trouble, not the GPU's: an internal error of
+    the test, or a deployment check about the setup (persistence mode, a service or library)."""
+    text = " ".join(messages).lower()
+    if "internal error" in text:
+        return True
+    return category.lower() in ("deployment", "software") and any(w in text for w in _SETUP_WORDS)
+
+
+_SETUP_WORDS = ("persistence mode", "not running", "environment variable", "permission", "library",
+                "libraries", "hostengine", "nv-hostengine", "fabric manager", "graphics process")
+
+
 def _finish(res: _Results, problems: list[str], details: dict[str, Any]) -> ParseResult:
     metrics: list[Metric] = []
     failures: list[str] = []
     skipped: list[str] = []
+    environment: list[str] = []
     for (test, gpu), status in res.status.items():
         labels: dict[str, str | int] = {"test": test}
         where = f"{test}" if gpu is None else f"{test} GPU {gpu}"
@@ -238,15 +262,19 @@ def _finish(res: _Results, problems: list[str], details: dict[str, Any]) -> Pars
         if status == "skip":
             skipped.append(where)
             continue
+        said = res.gpu_messages.get((test, gpu), []) if gpu is not None else []
+        said = said or res.messages.get(test, [])
+        if status in ("fail", "warn") and environmental(res.category.get(test, ""), said):
+            environment.append(f"{where}: {status.capitalize()}: {'; '.join(said)}")
+            continue
         metrics.append(Metric("dcgm.result", 1.0 if status == "pass" else 0.0, COUNT, labels))
         if status in ("fail", "warn"):
-            said = res.gpu_messages.get((test, gpu), []) if gpu is not None else []
-            why = "; ".join(said or res.messages.get(test, [])) or "no message"
-            failures.append(f"{where}: {status.capitalize()}: {why}")
+            failures.append(f"{where}: {status.capitalize()}: {'; '.join(said) or 'no message'}")
     ran: dict[str, int] = {}
     for (test, _gpu), status in res.status.items():
         if status != "skip":
             cat = res.category.get(test, "").lower() or "unknown"
             ran[cat] = ran.get(cat, 0) + 1
-    details.update({"failures": failures, "skipped": skipped, "ran_by_category": ran})
+    details.update({"failures": failures, "skipped": skipped, "ran_by_category": ran,
+                    "environment": environment})
     return ParseResult(KIND, not problems, tuple(problems), tuple(metrics), details)

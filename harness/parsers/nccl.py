@@ -10,6 +10,11 @@ nccl-tests computes algbw as bytes / 1e9 / seconds, so its GB/s already are 10^9
 time column is in microseconds. The op comes from "Collective test starting: X_perf", else
 from the `op` argument (the check knows the binary it ran), else from an `X_perf` word
 printed before the header (an echoed command line), else it is "unknown".
+
+Output that went through a launcher carries its tag on every line: `srun --label` (" 0: "), mpirun
+`--tag-output` ("[1,0]<stdout>:", with a job-runner's "(head, rank=0, pid=1) " before it) or pdsh
+("host: "). The tag in front of the first "# nThread" header says which; that shape is taken off every
+line that has it (details `launcher`).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ PLACEMENTS = ("out-of-place", "in-place")
 NOT_NCCL = "not nccl-tests output (no '# nThread ... nGpus ...' header found)"
 
 _VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)")
-_STARTING = re.compile(r"^#\s*Collective test starting:\s*(\w+?)(?:_perf)?\s*$")
+_STARTING = re.compile(r"^#\s*Collective test starting:\s*(\w+?)(?:_perf(?:_mpi)?)?\s*$")
 _CONCLUDED = re.compile(r"^#\s*Collective test concluded")
 _HEADER = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)"
                      r"(?:\s+step:\s*(\d+)\((factor|bytes)\))?")
@@ -42,6 +47,12 @@ _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
 _FAILURE = re.compile(r"Test (?:NCCL |CUDA )?failure")
 _PERF_WORD = re.compile(r"\b([a-z][a-z_]*?)_perf\b")
 _NUM = re.compile(r"^-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
+_LAUNCHERS = (  # (name, the tag at the start of a line)
+    ("mpirun --tag-output", re.compile(r"^(?:\([^)]*\)\s+)?\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:")),
+    ("srun --label", re.compile(r"^\s*\d+:(?: |$)")),
+    ("pdsh", re.compile(r"^[A-Za-z0-9][\w.-]*:(?: |$)")),
+)
+_HEADER_AT = re.compile(r"#\s*nThread\s+\d+\s+nGpus")
 
 
 @dataclass
@@ -115,7 +126,8 @@ def parse(text: str, op: Optional[str] = None) -> ParseResult:
     perf_word: Optional[str] = None
     library: Optional[str] = None
     cur: Optional[_Block] = None
-    for raw in text.splitlines():
+    launcher, lines = _untagged(text.splitlines())
+    for raw in lines:
         line = raw.rstrip()
         s = line.strip()
         if _FAILURE.search(s):
@@ -160,7 +172,24 @@ def parse(text: str, op: Optional[str] = None) -> ParseResult:
         if failures:
             return invalid(KIND, *_failure_problems(failures))
         return invalid(KIND, NOT_NCCL)
-    return _result(blocks, failures, library)
+    return _result(blocks, failures, library, launcher)
+
+
+def _untagged(lines: list[str]) -> tuple[Optional[str], list[str]]:
+    """(launcher name, the lines without its tag): the tag in front of the first header decides."""
+    for line in lines:
+        at = _HEADER_AT.search(line)
+        if at is None:
+            continue
+        prefix = line[:at.start()]
+        if not prefix.strip():
+            return None, lines
+        for name, tag in _LAUNCHERS:
+            m = tag.match(prefix)
+            if m is not None and not prefix[m.end():].strip():
+                return name, [tag.sub("", ln, count=1) for ln in lines]
+        return None, lines
+    return None, lines
 
 
 def _failure_problems(failures: list[str]) -> list[str]:
@@ -168,7 +197,8 @@ def _failure_problems(failures: list[str]) -> list[str]:
     return [f"nccl-tests reported a failure: {failures[0]}{more}"]
 
 
-def _result(blocks: list[_Block], failures: list[str], library: Optional[str]) -> ParseResult:
+def _result(blocks: list[_Block], failures: list[str], library: Optional[str],
+            launcher: Optional[str] = None) -> ParseResult:
     problems: list[str] = []
     metrics: list[Metric] = []
     ops = Counter(b.op or "unknown" for b in blocks)
@@ -189,7 +219,9 @@ def _result(blocks: list[_Block], failures: list[str], library: Optional[str]) -
                       "hosts": sorted({str(r["host"]) for r in b.ranks})})
     if failures:
         problems += _failure_problems(failures)
-    details = {"nccl_version": library, "tests": tests}
+    details: dict[str, object] = {"nccl_version": library, "tests": tests}
+    if launcher:
+        details["launcher"] = launcher
     return ParseResult(KIND, not problems, tuple(problems), tuple(metrics), details)
 
 

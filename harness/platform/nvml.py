@@ -153,6 +153,16 @@ class GpuHealth:
     nvlink_up: int | None = None
     nvlink_total: int | None = None
     error: str | None = None
+    fabric: FabricInfo | None = None  # None: no NVLink fabric (no NVSwitch), or NVML does not say
+
+
+@dataclass(frozen=True)
+class FabricInfo:
+    """nvmlDeviceGetGpuFabricInfoV: the GPU's NVLink fabric registration (NVSwitch systems)."""
+
+    state: int  # NVML_GPU_FABRIC_STATE_*: 1 not started, 2 in progress, 3 completed
+    status: int  # an NVML return code: meaningful once the state is completed (0 = success)
+    health_mask: int  # NVML_GPU_FABRIC_HEALTH_MASK_* fields (harness.checks.gpu_fabric decodes them)
 
 
 @dataclass(frozen=True)
@@ -319,7 +329,7 @@ class NvmlSession:
                 gpu=i, util=None if util is None else float(util.gpu),
                 sm_clock=_f(g("nvmlDeviceGetClockInfo", h, nv.NVML_CLOCK_SM)),
                 sm_clock_max=_f(g("nvmlDeviceGetMaxClockInfo", h, nv.NVML_CLOCK_SM)),
-                reasons=_i(reasons), temp=_f(g("nvmlDeviceGetTemperature", h, nv.NVML_TEMPERATURE_GPU)),
+                reasons=_i(reasons), temp=self._temp(h),
                 mem_used=None if mem is None else int(mem.used),
                 mem_total=None if mem is None else int(mem.total),
                 pcie_rx=None if rx is None else rx * 1e3 / 1e9,  # NVML gives KB/s
@@ -403,10 +413,22 @@ class NvmlSession:
                 pcie_gen_max=_i(g("nvmlDeviceGetMaxPcieLinkGeneration", h)),
                 pcie_width=_i(g("nvmlDeviceGetCurrPcieLinkWidth", h)),
                 pcie_width_max=_i(g("nvmlDeviceGetMaxPcieLinkWidth", h)),
-                nvlink_up=up, nvlink_total=total,
+                nvlink_up=up, nvlink_total=total, fabric=self._fabric(h),
             )
         except _Lost as e:
             return GpuHealth(gpu=i, error=str(e))
+
+    def _fabric(self, h: Any) -> FabricInfo | None:
+        """The fabric state, status and health mask; None where the GPU has no fabric (state 0)."""
+        make = getattr(self._nv, "c_nvmlGpuFabricInfoV_t", None)
+        if make is None or getattr(self._nv, "nvmlDeviceGetGpuFabricInfoV", None) is None:
+            return None
+        import ctypes  # start-up: only a GPU health read needs it
+
+        info = make()
+        if self._get("nvmlDeviceGetGpuFabricInfoV", h, ctypes.byref(info)) is None or not info.state:
+            return None
+        return FabricInfo(int(info.state), int(info.status), int(info.healthMask))
 
     def _nvlinks(self, h: Any) -> tuple[int | None, int | None]:
         """(links up, links present); (None, None) on a GPU without NVLink."""

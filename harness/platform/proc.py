@@ -9,6 +9,7 @@ outlives SIGKILL is abandoned to a reaper thread. `kill_all()` is what the signa
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import select
 import shutil
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ToolError, ToolMissing, ToolTimeout
-from harness.platform import procscan
+from harness.platform import procscan, toolcg
 
 # Debian package that provides each tool the harness runs: the one table, for "not found; install
 # it with ..." errors and for the install hints `harness list --tools` shows (checks/needs).
@@ -123,9 +124,25 @@ def which(tool: str) -> str:
     return found
 
 
+# environment variables no tool inherits: BMC passwords (REDFISH_PASSWORD, IPMI_PASSWORD, a
+# profile's password_env) and anything named like a secret; a tool that needs one is given it
+_SECRET = re.compile(r"PASS(WORD|WD)|SECRET|CREDENTIAL|(^|_)(TOKEN|API_?KEY|PW)$", re.IGNORECASE)
+
+
+def is_secret(name: str) -> bool:
+    """Whether an environment variable is one that tools never inherit."""
+    return name != procscan.TOKEN_VAR and bool(_SECRET.search(name))
+
+
+def tool_environ() -> dict[str, str]:
+    """Our environment without its secrets (is_secret): what every tool we start inherits."""
+    return {k: v for k, v in os.environ.items() if not is_secret(k)}
+
+
 def _tool_env(env: Mapping[str, str] | None, token: str) -> dict[str, str]:
-    """The tool's environment: ours, its own settings, and the run token (nested ones kept)."""
-    full = {**os.environ, **(env or {})}
+    """The tool's environment: ours without secrets, its own settings, and the run token (nested
+    ones kept)."""
+    full = {**tool_environ(), **(env or {})}
     outer = full.get(procscan.TOKEN_VAR)
     full[procscan.TOKEN_VAR] = f"{token}:{outer}" if outer else token
     return full
@@ -141,13 +158,18 @@ def popen(argv: Sequence[str], *, stdout: Any, stderr: Any, env: Mapping[str, st
     exe = which(argv[0])
     _refuse_if_stopping(argv)
     token = secrets.token_hex(8)
+    launch: tuple[str, ...] = (exe, *argv[1:])
+    cg = toolcg.make(token) if os.access(exe, os.X_OK) else None  # else Popen says why it cannot
     try:
-        p = subprocess.Popen((exe, *argv[1:]), stdin=subprocess.DEVNULL, stdout=stdout,
-                             stderr=stderr, start_new_session=True, env=_tool_env(env, token),
-                             cwd=cwd)
+        p = subprocess.Popen(toolcg.wrap(launch, cg) if cg else launch, stdin=subprocess.DEVNULL,
+                             stdout=stdout, stderr=stderr, start_new_session=True,
+                             env=_tool_env(env, token), cwd=cwd)
     except OSError as e:
+        if cg:
+            toolcg.remove(cg)
         raise ToolMissing(f"cannot execute {argv[0]}: {e.strerror}", argv=argv) from e
     p._harness_token = token  # type: ignore[attr-defined]
+    p._harness_cgroup = cg  # type: ignore[attr-defined]
     info = procscan.proc_info(p.pid)
     p._harness_start = info.start if info else 0  # type: ignore[attr-defined]
     with _lock:
@@ -256,6 +278,9 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> bool:
     token = getattr(proc, "_harness_token", "")
     if token:
         procscan.kill_marked([token], KILL_GRACE_S, since=getattr(proc, "_harness_start", 0))
+    cg = getattr(proc, "_harness_cgroup", None)
+    if cg is not None:  # what left the session and cleared its environment is still in here
+        toolcg.kill(cg, KILL_GRACE_S)
     try:
         proc.wait(timeout=KILL_GRACE_S)
     except subprocess.TimeoutExpired:  # unkillable (D state): never wait on it again here

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata, util
 
+from harness.platform.proc import tool_environ
+
 TIMEOUT_S = 5.0
 _VERSION = re.compile(r"(?<![\w.])v?(\d+(?:\.\d+)+(?:[-.]\w+)?)")
 
@@ -47,7 +49,7 @@ def probe_tool(name: str, version_args: Sequence[str]) -> Presence:
         return Presence(True, path)
     try:
         res = subprocess.run([path, *version_args], capture_output=True, timeout=TIMEOUT_S,
-                             stdin=subprocess.DEVNULL, check=False)
+                             stdin=subprocess.DEVNULL, check=False, env=tool_environ())
     except subprocess.TimeoutExpired:
         return Presence(True, path, note=f"no version: no answer in {TIMEOUT_S:g} s")
     except OSError as e:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from harness.checks.observer import Observer, watch
-from harness.errors import HarnessError, Interrupted, UsageError
+from harness.errors import HarnessError, Interrupted, UsageError, printable
 from harness.fsutil import atomic_write_json
 from harness.platform import workload
 from harness.platform.nvml import NvmlSession, NvmlUnavailable
@@ -121,9 +121,9 @@ def as_json(window: Window, diag: Diagnosis) -> dict[str, Any]:
 
 def as_text(window: Window, diag: Diagnosis) -> str:
     """The verdict, then one line per finding, then what was watched."""
-    lines = [diag.verdict]
+    lines = [printable(diag.verdict)]  # it may name a process: its comm is anyone's to choose
     for f in diag.findings:
-        lines.append(f"  {f.resource:<10} {100 * f.share:3.0f}%  {f.evidence}")
+        lines.append(f"  {f.resource:<10} {100 * f.share:3.0f}%  {printable(f.evidence)}")
         for p in f.processes:
             lines.append(f"  {'':<10}       {_safe(p.comm)} (pid {p.pid}) {p.what}")
     what = {"node": "the node", "pids": "pid " + ", ".join(map(str, window.pids)),
@@ -160,6 +160,9 @@ def main(pids: Sequence[int], command: Sequence[str], duration: Optional[float],
         th = THRESHOLDS.with_overrides(thresholds or {})
     except ValueError as e:
         raise UsageError(str(e)) from e
+    if output is not None and output.exists() and not output.is_dir():
+        raise UsageError(f"--output {output}: not a directory (observe.json and series.json are written "
+                         "into it)")
     req = Request(tuple(pids), tuple(command), duration, interval, th)
 
     def interrupted(signum: int, _frame: object) -> None:

@@ -178,12 +178,14 @@ def select_profile(inventory: Mapping[str, Any],
 
 def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profile_reason: str,
                    plan: Sequence[PlannedCheck], inventory: Mapping[str, Any],
-                   allow_destructive: bool) -> str:
+                   allow_destructive: bool, came_from: tuple[str, str] = ("", "")) -> str:
     """The plan as text: every check, its exact command lines, and every rule that can fail it:
-    the profile's and the suite's expectations, then the kind's own rules from its params."""
+    the profile's and the suite's expectations, then the kind's own rules from its params.
+    `came_from` says where the suite and the profile were found ('shipped', ...)."""
     hardware = profile.profile.hardware.model_dump()
-    lines = [f"suite   {suite.suite.name}  ({suite.path})",
-             f"profile {profile.profile.name}  ({profile.path}; {profile_reason})",
+    s_from, p_from = (f"{w}: " if w else "" for w in came_from)
+    lines = [f"suite   {suite.suite.name}  ({s_from}{suite.path})",
+             f"profile {profile.profile.name}  ({p_from}{profile.path}; {profile_reason})",
              f"checks  {len(plan)}   --allow-destructive: {'yes' if allow_destructive else 'no'}", ""]
     for n, pc in enumerate(plan, 1):
         c = pc.check

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from harness import config
 from harness.checks.registry import kinds
-from harness.errors import UsageError, printable
-from harness.fsutil import output_dir_problem
+from harness.errors import ConfigError, UsageError, printable
+from harness.fsutil import output_dir_problem, untrusted
 from harness.history import record as hist
 from harness.history.series import params_digest
 from harness.model import RunRecord, join_labels
@@ -30,7 +30,7 @@ from harness.run.runner import RunContext, Runner, exit_code, iso, make_run_dir,
 DEFAULT_KEEP = 20  # quiet runs kept in an output directory (--keep)
 
 if TYPE_CHECKING:
-    from harness.config import LoadedProfile, LoadedSuite
+    from harness.config import Found, LoadedProfile, LoadedSuite
     from harness.model import CheckResult
     from harness.run.plan import PlannedCheck
 
@@ -145,36 +145,70 @@ def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepa
             raise UsageError(f"--resume takes the suite, profile and checks from RUN_DIR/results.json; "
                              f"drop {', '.join(given)}")
         return _resume(opts.resume, inventory_probe)
-    loaded = config.load_suite(config.find_suite(opts.suite or "smoke"), kinds())
+    suite_found = config.locate("suites", opts.suite or "smoke")
+    _warn_refused(suite_found.refused)
+    loaded = config.load_suite(suite_found.path, kinds())
     checks = plan.select_checks(loaded, opts.only, opts.skip)  # argument errors before any work
     bad_output = output_dir_problem(opts.output)
     if bad_output is not None:
         raise UsageError(f"--output {opts.output}: {bad_output}")
     inventory = dict(inventory_probe() if inventory_probe else sysinfo.collect())
     if opts.profile:
-        prof = config.load_profile(opts.profile)
+        prof_found = config.locate("profiles", opts.profile)
+        _warn_refused(prof_found.refused)
+        prof = config.load_profile(prof_found.path)
         reason = "given with --profile"
     else:
-        candidates = [config.load_profile(p) for p in config.list_profiles()]
+        candidates, found_as = _candidates()
         name, reason = plan.select_profile(inventory, candidates)
         prof = next((c for c in candidates if c.profile.name == name), None) or config.load_profile(name)
+        prof_found = found_as.get(prof.path) or config.locate("profiles", prof.path)
+    suite_from = config.where_text("suites", suite_found.where)
+    prof_from = config.where_text("profiles", prof_found.where)
     planned = plan.build(loaded, prof, opts.only, opts.skip)
     assert len(planned) == len(checks)
     if opts.dry_run:
-        print(plan.render_dry_run(loaded, prof, reason, planned, inventory, opts.allow_destructive))
+        print(plan.render_dry_run(loaded, prof, reason, planned, inventory, opts.allow_destructive,
+                                  (suite_from, prof_from)))
         return None
     suite_info = {"name": loaded.suite.name, "path": str(loaded.path),
                   "description": loaded.suite.description, "digest": digest(loaded.suite),
-                  "file": str(loaded.path.resolve()), "selected": [pc.id for pc in planned],
+                  "file": str(loaded.path.resolve()), "from": suite_from,
+                  "selected": [pc.id for pc in planned],
                   "tags": list(loaded.suite.tags),
                   "params": {pc.id: params_digest(pc.check.spec.kind, pc.check.params.model_dump(mode="json"),
                                                   pc.check.repeat) for pc in planned},
                   "declared": declared_directions(planned)}
     profile_info = {"name": prof.profile.name, "path": str(prof.path), "reason": reason,
                     "chain": list(prof.chain), "digest": digest(prof.profile),
-                    "file": str(prof.path.resolve())}
+                    "file": str(prof.path.resolve()), "from": prof_from}
     return _Prepared(tuple(planned), loaded, prof, suite_info, profile_info, inventory,
                      output=opts.output, argv=opts.argv)
+
+
+def _warn_refused(refused: Sequence[tuple[Path, str]]) -> None:
+    for path, why in refused:
+        print(printable(f"warning: passed over {path}: not trusted: {why}"), file=sys.stderr)
+
+
+def _candidates() -> tuple[list[LoadedProfile], dict[Path, Found]]:
+    """The trusted profiles on the search path that load, for auto-selection, with where each was
+    found; a file not trusted, or one that does not load, is a warning and no candidate: one bad
+    file cannot stop every run, nor can a planted one be chosen."""
+    _warn_refused(config.untrusted_files("profiles"))
+    candidates: list[LoadedProfile] = []
+    found_as: dict[Path, Found] = {}
+    for found in config.catalogue("profiles"):
+        try:
+            lp = config.load_profile(found.path)
+        except ConfigError as e:
+            what = str(e.problems[0]) if e.problems else str(e)
+            print(printable(f"warning: profile {found.path} left out of auto-selection: {what}"),
+                  file=sys.stderr)
+            continue
+        candidates.append(lp)
+        found_as[lp.path] = found
+    return candidates, found_as
 
 
 def declared_directions(planned: Sequence[PlannedCheck]) -> dict[str, dict[str, str]]:
@@ -208,6 +242,8 @@ def _launch(p: _Prepared, opts: RunOptions) -> Finished:
     """Take the node's run lock, clean up after a crashed run, run the plan, print the verdict."""
     output, planned, prof, run_dir = p.output, p.planned, p.prof, p.run_dir
     os.umask(os.umask(0o022) | 0o022)  # nothing the run writes is group- or world-writable
+    _trusted_output(output)
+    _trusted_store(hist.store_path(output, opts.history))
     # read-only runs (a Slurm prolog) share the lock; one loading check makes it exclusive
     with RunLock(shared=not any(pc.check.kind.loads(pc.check.params) for pc in planned)) as lock:
         notes: list[str] = []
@@ -249,6 +285,30 @@ def _launch(p: _Prepared, opts: RunOptions) -> Finished:
             return Finished(exit_code(record, runner.signum), record, run_dir)
 
 
+def _trusted_store(store: Path | None) -> None:
+    """UsageError when the history store (or its directory) stands where someone else can write:
+    its baselines and drift rules judge the run."""
+    for p in () if store is None else (store, store.parent):
+        why = untrusted(p) if p.exists() else ""
+        if why:
+            raise UsageError(f"history store {store}: not trusted: {why}; its baselines would judge this "
+                             "run: give --history off, or a store only root and you can write")
+
+
+def _trusted_output(output: Path) -> None:
+    """UsageError unless the output directory (made if missing) is one no one else can write: the
+    run's records live there, and report, compare, export and --resume read them later
+    (`--output reports` is relative to the current directory, which may be anyone's)."""
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return  # make_run_dir says why it cannot be made
+    why = untrusted(output)
+    if why:
+        raise UsageError(f"--output {output}: not trusted: {why}; the run's results must be where no one "
+                         "but root and you can write: give --output DIR")
+
+
 def summary(record: RunRecord, run_dir: Path) -> list[str]:
     """The verdict, each failed or errored check with its failing rules, and the report's path; a
     tool's text in them escaped (harness.errors.printable), so it cannot repaint the verdict line."""
@@ -263,4 +323,6 @@ def summary(record: RunRecord, run_dir: Path) -> list[str]:
             for ev in chk.evaluations:
                 if ev.outcome.value in ("fail", "error"):
                     lines.append(f"    {ev.metric}{{{join_labels(ev.labels)}}}: {ev.message}")
+    lines += [f"{what} {info.get('name', '?')}: {info['from']}, {info.get('file') or info.get('path')}"
+              for what, info in (("suite", record.suite), ("profile", record.profile)) if info.get("from")]
     return [printable(line) for line in (*lines, f"report: {run_dir / 'report.html'}")]

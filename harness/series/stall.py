@@ -19,6 +19,7 @@ where GPUs wait; otherwise `none`.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -64,6 +65,9 @@ class Thresholds:
         if unknown:
             raise ValueError(f"unknown observe threshold(s) {', '.join(unknown)}; "
                              f"known: {', '.join(sorted(known))}")
+        for k, v in values.items():  # above 1 a fraction is never reached: a rule turned off
+            if not (math.isfinite(float(v)) and float(v) >= 0.0):
+                raise ValueError(f"observe threshold {k}={v:g}: must be a finite number >= 0")
         return dataclasses.replace(self, **{k: float(v) for k, v in values.items()})
 
 

@@ -1,21 +1,23 @@
 """GPU telemetry of one check, pure: the series, what it says, and the rules it brings.
 
-The series are columnar: one time axis, and per GPU one list per field, None where NVML did not
-answer (`Series`; saved by the sampler thread in harness.run.sampler, read back with `load`).
+The series are columnar: one time axis, and per GPU one list per field, None where NVML did not answer
+(`Series`; saved by the sampler thread in harness.run.sampler, read back with `load`).
 
-Metrics per GPU (label `gpu`): peak GPU and HBM temperature, mean and peak power, mean SM clock,
-mean utilisation, energy (from the driver's energy counter, or power integrated over time when
-the GPU has none), the share of busy samples (utilisation >= LOADED_UTIL; all samples when the
-GPU was never busy) spent in each throttling clock-event reason (`gpu.throttle_pct`, label
-`reason`, see harness.parsers.clockreasons), HW Slowdown counted only where it persists for
-PERSIST_S (NVML reports it also during a P-state or clock change), the best PCIe link seen
+Metrics per GPU (label `gpu`): peak GPU and HBM temperature, mean and peak power, mean SM clock, mean
+utilisation, energy (from the driver's energy counter, or power integrated over time when the GPU has
+none), the peak of NVML's 1-s averaged power (`gpu.power_avg_max`: what a power limit is enforced on;
+`gpu.power_max` is the instantaneous peak, for PSU headroom), the share of busy samples (utilisation >=
+LOADED_UTIL; all samples when the GPU was never busy) spent in each throttling clock-event reason
+(`gpu.throttle_pct`, label `reason`, see harness.parsers.clockreasons), HW Slowdown counted only where
+it persists for PERSIST_S (NVML reports it also during a P-state or clock change), how many separate HW
+Slowdown runs the busy GPU had however short (`gpu.hw_slowdown_episodes`: NVML's "power draw too high,
+Fast Trigger protection" comes in sub-second bursts that a 2 Hz share erases), the best PCIe link seen
 (`which` current/max), and how much the PCIe replay and ECC counters grew during the check.
 
 Findings (judged by compare.judge like every kind's): a GPU that stopped answering NVML fails
-(`gpu.lost`); a GPU whose PCIe link stayed below its maximum while busy (utilisation >=
-LOADED_UTIL) fails as "trained down". A GPU that was never busy is not judged on its link: idle
-GPUs downshift on purpose. Kinds that take TelemetryParams add the sibling rule on peak
-temperature (`own_rules`).
+(`gpu.lost`); a GPU whose PCIe link stayed below its maximum while busy (utilisation >= LOADED_UTIL)
+fails as "trained down". A GPU that was never busy is not judged on its link: idle GPUs downshift on
+purpose. Kinds that take TelemetryParams add the sibling rule on peak temperature (`own_rules`).
 """
 
 from __future__ import annotations
@@ -50,16 +52,23 @@ class TelemetryParams(BaseModel):
 
     telemetry_period: float = Field(DEFAULT_PERIOD_S, ge=0.05, le=60.0,
                                     description="seconds between telemetry samples (0.1 = 10 Hz)")
+    sibling_temp_offset: Optional[float] = Field(
+        10.0, gt=0, le=50, description="a GPU whose peak temperature is more than this many C above the "
+        "median of its siblings (3 or more) fails; null to turn off")
     sibling_temp_tolerance: Optional[float] = Field(
-        0.15, gt=0, lt=1, description="a GPU whose peak temperature is more than this fraction above "
-        "the median of its siblings (3 or more) fails; null to turn off")
+        None, gt=0, lt=1, description="instead of the offset: a fraction above the median (a fraction "
+        "of degrees Celsius allows more on a hot node than on a cool one)")
 
 
 def own_rules(params: Any) -> list[siblings.SiblingRule]:
     """The telemetry's rule from a kind's TelemetryParams (judged with the check's, listed by --dry-run)."""
-    if not isinstance(params, TelemetryParams) or params.sibling_temp_tolerance is None:
+    if not isinstance(params, TelemetryParams):
         return []
-    return [siblings.SiblingRule("gpu.temp_max", ("gpu",), params.sibling_temp_tolerance, "lower")]
+    if params.sibling_temp_tolerance is not None:
+        return [siblings.SiblingRule("gpu.temp_max", ("gpu",), params.sibling_temp_tolerance, "lower")]
+    if params.sibling_temp_offset is None:
+        return []
+    return [siblings.SiblingRule("gpu.temp_max", ("gpu",), None, "lower", offset=params.sibling_temp_offset)]
 
 
 def verdicts(params: Any) -> list[str]:
@@ -185,6 +194,33 @@ def throttle_pct(masks: Sequence[Value], util: Sequence[Value] = (), runs: int =
     return {r: 100.0 * sum(1 for m in window if m & bit) / len(window) for r, bit in REASONS.items()}
 
 
+def episodes(masks: Sequence[Value], bits: int, util: Sequence[Value] = ()) -> int | None:
+    """How many separate runs of samples had any of `bits` set, however short, counted over the busy
+    samples (every sample when the GPU was never busy); None when no bitmask is known."""
+    busy = [u is not None and float(u) >= LOADED_UTIL for u in util]
+    known = [(i, int(m)) for i, m in enumerate(masks) if m is not None]
+    if not known:
+        return None
+    window = [(i, m) for i, m in known if i < len(busy) and busy[i]] or known
+    runs, prev = 0, None
+    for i, m in window:
+        on = bool(m & bits)
+        if on and (prev is None or not prev[1] or prev[0] != i - 1):
+            runs += 1
+        prev = (i, on)
+    return runs
+
+
+def _power_avg(cols: Mapping[str, tuple[Value, ...]]) -> list[float]:
+    """The 1-s averaged power samples: NVML's power_avg, else `power` where it was not instantaneous."""
+    avg = _vals(cols.get("power_avg", ()))
+    if avg:
+        return avg
+    instant = cols.get("power_instant", ())
+    return _vals([p for i, p in enumerate(cols.get("power", ()))
+                  if not (i < len(instant) and instant[i])])
+
+
 def _growth(col: Sequence[Value]) -> float | None:
     v = _vals(col)
     return max(0.0, v[-1] - v[0]) if len(v) >= 2 else None
@@ -210,12 +246,16 @@ def derive(series: Series) -> tuple[Metric, ...]:
         add("gpu.mem_temp_max", max(mem) if mem else None, CELSIUS)
         add("gpu.power_mean", sum(power) / len(power) if power else None, WATT)
         add("gpu.power_max", max(power) if power else None, WATT)
+        avg = _power_avg(cols)
+        add("gpu.power_avg_max", max(avg) if avg else None, WATT)
         add("gpu.sm_clock_mean", sum(sm) / len(sm) if sm else None, MHZ)
         add("gpu.util_mean", sum(util) / len(util) if util else None, PERCENT)
         add("gpu.energy", energy_j(series.t, col("energy_mj"), col("power")), JOULE)
         runs = max(2, math.ceil(PERSIST_S / series.period_s)) if series.period_s > 0 else 2
         for reason, pct in throttle_pct(col("reasons"), col("util"), runs).items():
             add("gpu.throttle_pct", pct, PERCENT, reason=reason)
+        n = episodes(col("reasons"), TRANSIENT, col("util"))
+        add("gpu.hw_slowdown_episodes", None if n is None else float(n), COUNT)
         for key, name in (("pcie_gen", "gpu.pcie_gen"), ("pcie_width", "gpu.pcie_width")):
             cur, top = _vals(col(key)), _vals(col(f"{key}_max"))
             add(name, max(cur) if cur else None, COUNT, which="current")

@@ -53,8 +53,8 @@ checks:
   - {id: ib, kind: ib_ports, params: {expect_rate_gbit: 400}}
   - {id: rdma-write, kind: rdma, params: {test: ib_write_bw}}
   - {id: rdma-lat, kind: rdma, params: {test: ib_write_lat}}
-  - {id: burn, kind: gpu_burn, params: {duration: 10, sibling_tolerance: 0.05}}
-  - {id: dcgm, kind: gpu_burn, params: {engine: dcgm, sibling_temp_tolerance: null}}
+  - {id: burn, kind: gpu_burn, params: {duration: 10}}
+  - {id: dcgm, kind: gpu_burn, params: {engine: dcgm, sibling_temp_offset: null}}
   - {id: copies, kind: gpu_bandwidth, params: {engine: nvbandwidth, sibling_tolerance: 0.2}}
   - {id: drives, kind: fio, params: {targets: [/dev/nosuch0], sibling_tolerance: 0.15,
      jobs: [{name: r, rw: randread, bs: 4k, size: 1M, runtime: 1}]}}
@@ -81,12 +81,15 @@ def test_dry_run_lists_every_rule_a_kind_adds_from_its_params(tmp_path):
     assert not any(ln.startswith("expect ") for ln in b["rdma-lat"])  # latency tests: no sibling rule
     sib = "the median of its siblings (3 or more)  [fail; sibling rule]"
     assert [ln for ln in b["burn"] if ln.startswith("expect ")] == [
-        f"expect gpu_burn.tflops{{}} by gpu: >= 0.95 x {sib}",
-        f"expect gpu.temp_max{{}} by gpu: <= 1.15 x {sib}"]  # the telemetry's, from the same params
+        f"expect gpu_burn.tflops{{}} by gpu: >= 0.85 x {sib}",  # power-capped GPUs differ (SC22)
+        "expect gpu.temp_max{} by gpu: <= the median of its siblings + 10 C (3 or more)  "
+        "[fail; sibling rule]"]
     # dcgm judges itself: its built-in verdict, and the telemetry's, instead of "no expectations"
     assert [ln for ln in b["dcgm"] if ln.startswith(("verdict: ", "expect ", "("))] == [
         "verdict: every dcgmi diag -r 3 test must pass (a warning fails too); a run that skipped every "
         "hardware test is invalid",
+        "verdict: DCGM's own internal errors and deployment warnings about the setup (persistence mode, a "
+        "service or library) are errors of the environment, not the GPU's",
         "verdict: a GPU that stops answering NVML during the check fails (telemetry)",
         "verdict: a busy GPU's PCIe link below its maximum generation or width fails (telemetry)"]
     assert any(ln.startswith("verdict: FAULTY (computation errors) fails its GPU") for ln in b["burn"])

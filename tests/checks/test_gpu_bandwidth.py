@@ -208,3 +208,17 @@ def test_nvbandwidth_numbers_gpus_as_nvml_does_whatever_was_inherited(tmp_path, 
     run_judged(KIND, GpuBandwidthParams(binary=str(exe), tests=[D2H]), ctx_for(tmp_path, inv))
     want = ["PCI_BUS_ID", ",".join(f"GPU-{i:04d}" for i in range(8))]
     assert (tmp_path / "env").read_text().split() == want
+
+
+def test_bandwidthtest_gives_cuda_its_own_number_when_a_gpu_has_no_uuid(tmp_path):
+    # NVML's GPU 1 is lost (no UUID): CUDA sees GPUs 0 and 2 as devices 0 and 1
+    exe = executable(tmp_path / "bandwidthTest", f'echo "$CUDA_VISIBLE_DEVICES $@" >> "{tmp_path}/argv"\n'
+                     f'cat "{A100_BWT}"\n')
+    inv = {"gpus": [{"index": 0, "uuid": "GPU-a"}, {"index": 1, "uuid": None}, {"index": 2, "uuid": "GPU-c"}]}
+    p = GpuBandwidthParams(engine="bandwidthtest", binary=str(exe))
+    out = run_judged(KIND, p, ctx_for(tmp_path, inv))
+    assert (tmp_path / "argv").read_text().splitlines() == [
+        "GPU-a,GPU-c --device=0 --memory=pinned --mode=quick",
+        "GPU-a,GPU-c --device=1 --memory=pinned --mode=quick"]
+    assert sorted({m.labels["gpu"] for m in out.metrics}) == [0, 2]
+    assert any("GPU 1" in p for p in out.problems), out.problems

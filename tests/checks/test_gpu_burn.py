@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import shutil
 import stat
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from judging import run_judged
 from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
-from harness.checks.gpu_burn import KIND, GpuBurnParams, build_argv, resolved
+from harness.checks.gpu_burn import KIND, GpuBurnParams, build_argv, resolved, safe_kernel
 from harness.errors import ToolError, ToolMissing
 from harness.model import Outcome
 
@@ -136,13 +137,25 @@ def test_dcgm_json_pass(tmp_path: Path, monkeypatch):
     assert out.summary == "dcgmi diag -r 3: 15 of 15 passed"
 
 
-def test_dcgm_failure_carries_dcgm_message(tmp_path: Path, monkeypatch):
+def test_dcgm_persistence_mode_off_is_an_environment_error_not_a_faulty_gpu(tmp_path: Path, monkeypatch):
     out = dcgm(tmp_path, monkeypatch, "diag_r4_table_rtx2060s_persistence_fail_memtest_pass.txt", 1, level=4,
                rc=226)
     assert out.problems == ()
-    (ev,) = out.evaluations
-    assert ev.outcome is Outcome.FAIL and ev.labels == {"test": "Persistence Mode"}
-    assert ev.message.startswith("Persistence Mode: Fail: Persistence mode for GPU 0 is currently disabled.")
+    assert not [e for e in out.evaluations if e.outcome is Outcome.FAIL]
+    (err,) = [e for e in out.evaluations if e.outcome is Outcome.ERROR]
+    assert err.message.startswith("not a hardware verdict: Persistence Mode: Fail: Persistence mode for "
+                                  "GPU 0 is currently disabled.")
+    from harness.compare import status_of
+    from harness.model import Status
+    assert status_of(out.evaluations) is Status.ERRORED
+
+
+def test_dcgm4_test_failing_above_passing_gpu_rows_does_not_pass(tmp_path: Path, monkeypatch):
+    out = dcgm(tmp_path, monkeypatch, "diag_r2_table_dcgm4.4.1_8x_b200_pcie_fail_internal_error_in_slurm.txt",
+               8, level=2)
+    (err,) = [e for e in out.evaluations if e.outcome is Outcome.ERROR]
+    assert "pcie: Fail: There was an internal error during the test" in err.message
+    assert not [e for e in out.evaluations if e.outcome is Outcome.FAIL]
 
 
 def test_dcgm_that_skipped_all_hardware_tests_is_invalid(tmp_path: Path, monkeypatch):
@@ -170,6 +183,48 @@ def test_cuda_numbers_gpus_like_nvml_and_compare_kernel_is_found_beside_a_binary
     assert build_argv(params) == ["gpu_burn", "-c", str(bindir / "compare.ptx"), "10"]
     out = run_judged(KIND, params, ctx(tmp_path, 2))
     assert out.problems == () and len([m for m in out.metrics if m.name == "gpu_burn.ok"]) == 2
+
+
+def test_a_current_gpu_burn_build_gets_its_compare_fatbin(tmp_path: Path, monkeypatch):
+    # wilicc/gpu-burn since dfc3042 (PR #148): the Makefile emits compare.fatbin and the binary's default
+    # COMPARE_KERNEL is "compare.fatbin"; it is preferred to a stale compare.ptx beside it
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "gpu_burn").write_text("#!/bin/sh\n")
+    (bindir / "gpu_burn").chmod(0o755)
+    (bindir / "compare.fatbin").write_bytes(b"\x50\xed\x55\xba")
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    assert build_argv(GpuBurnParams(duration=10)) == ["gpu_burn", "-c", str(bindir / "compare.fatbin"), "10"]
+    (bindir / "compare.ptx").write_text("// an older build's kernel\n")
+    assert build_argv(GpuBurnParams(duration=10))[2] == str(bindir / "compare.fatbin")
+    (bindir / "compare.fatbin").unlink()
+    assert build_argv(GpuBurnParams(duration=10))[2] == str(bindir / "compare.ptx")
+
+
+def test_a_fatbin_behind_a_switch_holding_path_keeps_its_name(tmp_path: Path):
+    kdir = tmp_path / "burn-dev"
+    kdir.mkdir()
+    (kdir / "compare.fatbin").write_bytes(b"\x50\xed\x55\xba")
+    link, tmp = safe_kernel(str(kdir / "compare.fatbin"))
+    try:
+        assert Path(link).name == "compare.fatbin" and Path(link).resolve() == (kdir / "compare.fatbin")
+    finally:
+        shutil.rmtree(str(tmp))
+
+
+def test_a_gpu_without_a_uuid_is_left_out_of_cuda_and_coverage_names_it_not_the_last(tmp_path: Path):
+    # NVML counts 3 GPUs but cannot name GPU 1 (lost): CUDA is given GPUs 0 and 2 by UUID, so CUDA's
+    # device 1 is NVML's GPU 2; the burn's results land on GPU 0 and 2, and GPU 1 is the one missing
+    sample = DATA / "gpu-burn" / "gpu_burn_k80_2gpu_doubles_ok_interleaved_child_output.txt"
+    exe = tmp_path / "gpu_burn"
+    exe.write_text(f'#!/bin/sh\n[ "$CUDA_VISIBLE_DEVICES" = GPU-aaaa,GPU-cccc ] || exit 3\ncat "{sample}"\n')
+    exe.chmod(0o755)
+    inv = {"gpus": [{"index": 0, "uuid": "GPU-aaaa"}, {"index": 1, "uuid": None, "error": "GPU is lost"},
+                    {"index": 2, "uuid": "GPU-cccc"}]}
+    c = CheckContext("burn", tmp_path, 60, False, False, inv, logging.getLogger("t"))
+    out = KIND.run(GpuBurnParams(binary=str(exe), duration=10), c)
+    assert out.problems == ("gpu-burn reported 2 of the 3 GPUs NVML sees; missing GPU 1",)
+    assert sorted({m.labels["gpu"] for m in out.metrics if m.name == "gpu_burn.ok"}) == [0, 2]
 
 
 # ---------------------------------------------------------------- engine auto

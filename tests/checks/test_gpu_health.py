@@ -69,7 +69,7 @@ def test_each_fault_is_named_on_its_gpu(tmp_path: Path, monkeypatch):
         ("gpu.pcie_width", 3): "GPU 3: PCIe link trained down: x8 of x16 (Gen4 of Gen5 at idle)",
         ("gpu.persistence_mode", 4): "GPU 4: persistence mode is off (nvidia-smi -pm 1)",
         ("gpu.remap_pending", 5): "GPU 5: a row remap is pending: reset the GPU",
-        ("gpu.nvlink_down", 7): "GPU 7: 2 of 18 NVLink links are down",
+        ("gpu.nvlink_down", 7): "GPU 7: 16 of 18 NVLink links up, 18 expected (as many as its siblings)",
     }
     (warn,) = [e for e in out.evaluations if e.outcome is Outcome.WARN]
     assert warn.labels == {"gpu": 6}
@@ -140,13 +140,34 @@ def test_xid_on_an_unknown_pci_address_keeps_the_address(tmp_path: Path, monkeyp
     assert m.labels == {"pci": "0000:9b:00", "xid": 119} and m.value == 5
 
 
-def test_unreadable_kernel_log_makes_the_run_invalid(tmp_path: Path, monkeypatch):
-    install(monkeypatch, [FakeGpu()])
-    fake_dmesg(tmp_path, monkeypatch, None, rc=1)
+def test_an_unreadable_kernel_log_errors_only_the_xid_rule_and_nvml_verdicts_stand(tmp_path: Path,
+                                                                                    monkeypatch):
+    gpus = [FakeGpu(), FakeGpu()]
+    gpus[1].ecc = {(1, 0): 3}  # uncorrected, volatile: a hardware fault NVML measured
+    install(monkeypatch, gpus)
+    fake_dmesg(tmp_path, monkeypatch, None, rc=1)  # non-root, or a container: dmesg is refused
     out = run_judged(KIND, GpuHealthParams(), ctx(tmp_path, []))
-    (p,) = out.problems
-    assert p.startswith("could not read the kernel log for XIDs (dmesg: exit 1: dmesg: read kernel buffer")
-    assert p.endswith("run as root, or set xid_source: none")
+    assert out.problems == ()  # the check is judged, not thrown away
+    (err,) = [e for e in out.evaluations if e.outcome is Outcome.ERROR]
+    assert err.metric == "gpu.xid_critical"
+    assert err.message.startswith("could not read the kernel log for XIDs (dmesg: exit 1: dmesg: read kernel "
+                                  "buffer") and err.message.endswith("run as root, or set xid_source: none")
+    assert fails(out) == {("gpu.ecc_uncorrected", 1): "GPU 1: 3 uncorrectable ECC errors (volatile)"}
+    from harness.compare import status_of
+    from harness.model import Status
+    assert status_of(out.evaluations) is Status.FAILED
+
+
+def test_xid_154_fails_the_gpu_whose_recovery_the_driver_asks_for(tmp_path: Path, monkeypatch):
+    install(monkeypatch, [FakeGpu(), FakeGpu()])
+    fake_dmesg(tmp_path, monkeypatch, "mig_attributed_xid94_and_xid154_recovery_action.txt")
+    out = run_judged(KIND, GpuHealthParams(), ctx(tmp_path, ["00000000:01:00.0", "00000018:01:00.0"]))
+    f = fails(out)
+    assert f[("gpu.recovery_action", 0)] == ("GPU 0: the driver asks for Node Reboot Required (Xid 154, "
+                                             "action 0x2)")
+    assert f[("gpu.recovery_action", 1)] == "GPU 1: the driver asks for Drain and Reset (Xid 154, action 0x4)"
+    # the MIG-attributed Xid 94 counts for the physical GPU 0 (critical by default)
+    assert f[("gpu.xid_critical", 0)].startswith("GPU 0: 3 critical XID event(s)")
 
 
 def test_plan_lists_the_log_command():
@@ -179,3 +200,49 @@ def test_the_profile_sets_the_site_xid_policy_unless_the_suite_does(tmp_path: Pa
     bad = write(tmp_path / "bad.yaml", "name: bad\nhardware: {gpu: {xid_critical: [13, 0]}}\n")
     r = harness("validate", str(bad))
     assert r.returncode == 2 and f"{bad}:2:" in r.stderr and "greater than or equal to 1" in r.stderr
+
+
+def hw_ctx(tmp_path: Path, n: int, gpu_hw: dict) -> CheckContext:
+    return CheckContext("health", tmp_path, 60, False, False, {"gpus": []}, logging.getLogger("t"),
+                        hardware={"gpu": gpu_hw})
+
+
+def test_a_pcie_nvl_card_without_bridges_is_not_failed_for_its_disabled_links(tmp_path: Path, monkeypatch):
+    # H100 NVL / H200 NVL without bridges: NVML reports every link disabled (NVIDIA/NVSentinel#1481)
+    install(monkeypatch, [FakeGpu(name="NVIDIA H200 NVL", nvlinks=18, nvlinks_down=18) for _ in range(4)])
+    out = run_judged(KIND, GpuHealthParams(xid_source="none"), ctx(tmp_path, []))
+    assert fails(out) == {}
+    (row,) = [e for e in out.evaluations if e.metric == "gpu.nvlink_down"]
+    assert row.outcome is Outcome.PASS and row.message.startswith("no NVLink link up on any of 4 GPUs")
+    # the profile that expects bridges (2-way NVL: 6 links, say) fails each card by name
+    out = run_judged(KIND, GpuHealthParams(xid_source="none"), hw_ctx(tmp_path, 4, {"nvlinks": 6}))
+    assert fails(out)[("gpu.nvlink_down", 2)] == ("GPU 2: 0 of 18 NVLink links up, 6 expected (the profile's "
+                                                  "hardware.gpu.nvlinks)")
+
+
+def test_an_sxm_gpu_short_of_the_profiles_links_fails_even_when_all_are_short(tmp_path: Path, monkeypatch):
+    install(monkeypatch, [FakeGpu(nvlinks_down=18) for _ in range(8)])  # every GPU's links down
+    out = run_judged(KIND, GpuHealthParams(xid_source="none"), hw_ctx(tmp_path, 8, {"nvlinks": 18}))
+    assert len([k for k in fails(out) if k[0] == "gpu.nvlink_down"]) == 8
+
+
+def test_the_nvlink_fabric_is_judged_on_status_and_health_once_registered(tmp_path: Path, monkeypatch):
+    completed, in_progress = 3, 2
+    gpus = [FakeGpu(fabric=(completed, 0, 0x0122)) for _ in range(8)]  # healthy: FALSE fields, config NONE
+    gpus[1].fabric = (completed, 0, 0x0121)  # degraded bandwidth TRUE
+    gpus[2].fabric = (completed, 0, 0x0522)  # incorrect configuration: insufficient NVLinks
+    gpus[3].fabric = (completed, 999, 0)  # registration failed
+    gpus[4].fabric = (in_progress, 999, 0)  # not complete: status not meaningful yet
+    gpus[5].fabric = (completed, 0, 0x0126)  # route recovery in progress
+    install(monkeypatch, gpus)
+    out = run_judged(KIND, GpuHealthParams(xid_source="none"), ctx(tmp_path, []))
+    got = {k: v for k, v in fails(out).items() if k[0] == "gpu.fabric_healthy"}
+    assert got == {("gpu.fabric_healthy", 1): "GPU 1: NVLink fabric bandwidth degraded",
+                   ("gpu.fabric_healthy", 2): "GPU 2: NVLink fabric misconfigured: insufficient NVLinks",
+                   ("gpu.fabric_healthy", 3): "GPU 3: NVLink fabric registration failed (NVML status 999)"}
+    warns = {e.labels["gpu"]: e.message for e in out.evaluations
+             if e.metric == "gpu.fabric_healthy" and e.outcome is Outcome.WARN}
+    assert warns == {4: "GPU 4: NVLink fabric registration in progress: status and health not known yet",
+                     5: "GPU 5: NVLink fabric route recovery in progress"}
+    m = {x.labels["gpu"]: x.value for x in out.metrics if x.name == "gpu.fabric_healthy"}
+    assert m[0] == 1.0 and m[1] == 0.0 and m[5] == 1.0

@@ -60,3 +60,20 @@ def test_harness_run_fails_the_gpu_of_another_model(tmp_path: Path, monkeypatch)
                     "GPU 1 is NVIDIA H100 80GB HBM3; the profile expects NVIDIA H200")]
     assert {m["name"] for m in check["metrics"]} >= {"gpu.memory"}
     assert "GPU 1 is NVIDIA H100 80GB HBM3" in (run_dir / "report.html").read_text()
+
+
+def test_cuda_devices_skip_a_gpu_without_uuid_and_results_are_relabelled_to_nvml():
+    from harness.checks.gpu_identity import cuda_visible, renumber
+    from harness.model import Metric
+    from harness.parsers.base import ParseResult
+
+    gpus = [{"uuid": "GPU-a"}, {"uuid": None}, {"uuid": "GPU-c"}, {"uuid": "GPU-d"}]
+    env, ordinals = cuda_visible(gpus)
+    assert env["CUDA_VISIBLE_DEVICES"] == "GPU-a,GPU-c,GPU-d" and ordinals == (0, 2, 3)
+    parsed = ParseResult("x", True, (), (Metric("gpu.h2d_bw", 50.0, "GB/s", {"gpu": 1}),
+                                         Metric("gpu.p2p_bw", 300.0, "GB/s", {"src": "gpu1", "dst": "gpu2"})),
+                         {"faults": {"2": "differs"}})
+    r = renumber(parsed, ordinals)
+    assert [m.labels for m in r.metrics] == [{"gpu": 2}, {"src": "gpu2", "dst": "gpu3"}]
+    assert r.details["faults"] == {"3": "differs"}
+    assert cuda_visible([{"index": 0}, {"index": 1}]) == ({"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, (0, 1))

@@ -191,3 +191,20 @@ def test_fake_binaries_are_not_left_running(tmp_path):
     pid = int((bins / "pid").read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_an_inherited_partial_allocation_does_not_reach_the_single_process_run(tmp_path, monkeypatch):
+    # a Slurm or Kubernetes allocation left CUDA_VISIBLE_DEVICES=0,1,2,3 in the harness's environment;
+    # -g 8 over NVML's 8 GPUs needs all 8 visible, by UUID, in NVML's (bus) order
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3")
+    bins = tmp_path / "bin"
+    path = fake(bins, "all_reduce_perf", H100)
+    path.write_text(path.read_text().replace('env | grep "^NCCL_"', 'env | grep "^NCCL_\\|^CUDA_"'))
+    inv = {"gpus": [{"index": i, "uuid": f"GPU-{i:08x}-fake"} for i in range(8)]}
+    inv["gpus"][5]["uuid"] = None  # NVML counts it but cannot name it: not given to CUDA
+    out = KIND.run(params(bin_dir=str(bins), minbytes="1G"), ctx_for(tmp_path, inv))
+    env = dict(ln.split("=", 1) for ln in (bins / "all_reduce_perf.argv.env").read_text().splitlines())
+    assert env["CUDA_VISIBLE_DEVICES"] == ",".join(f"GPU-{i:08x}-fake" for i in range(8) if i != 5)
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert recorded(bins, "all_reduce_perf")[recorded(bins, "all_reduce_perf").index("-g") + 1] == "7"
+    assert out.details["env"]["CUDA_VISIBLE_DEVICES"].startswith("GPU-00000000-fake,")

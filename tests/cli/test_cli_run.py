@@ -32,7 +32,7 @@ def test_accepted_run_writes_a_complete_run_directory(tmp_path: Path, quick):
     assert prof.pop("digest").startswith("sha256:")  # what --resume compares
     assert prof.pop("file") == str(profile.resolve())  # and reloads, from any working directory
     assert prof == {"name": "lenient", "path": str(profile), "reason": "given with --profile",
-                    "chain": ["lenient"]}
+                    "chain": ["lenient"], "from": "given as a path"}
     fio = next(c for c in doc["checks"] if c["id"] == "fio")
     names = {(m["name"], m["labels"]["job"], m["labels"]["rw"]) for m in fio["metrics"]}
     assert ("fio.iops", "randread_4k", "read") in names and ("fio.bw", "seqwrite_1m", "write") in names

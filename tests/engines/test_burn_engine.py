@@ -9,6 +9,7 @@ import logging
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -52,22 +53,37 @@ def fake_ops(clock: Ticker, products: list[int], tile_error: float = 0.0) -> Ops
     return Ops(multiply, lambda: None, differs, lambda c: f"d{c}", lambda c: tile_error)
 
 
-def test_only_the_products_are_timed_and_verification_is_reported_apart():
+def test_only_the_products_are_timed_and_every_product_is_verified_apart():
     clock = Ticker()
     r = burn_loop(3, 1000, fake_ops(clock, [10] * 30), deadline=20.0, batch=2, clock=clock)
-    # per batch: 2 products (2 s, timed) then one compare (5 s, not timed): 7 s a round
-    assert (r.iterations, r.verified, r.errors) == (6, 3, 0)
-    assert r.seconds == 6.0 and r.wall_seconds == 22.0
-    assert r.tflops == tflops(1000, 6, 6.0) and r.tflops_wall == tflops(1000, 6, 22.0)
+    # the first product (1 s); per batch: 2 products (2 s, timed) then 2 compares (10 s, not timed)
+    assert (r.iterations, r.verified, r.errors) == (4, 4, 0)  # every product compared, not 1 in `batch`
+    assert r.seconds == 4.0 and r.wall_seconds == 25.0
+    assert r.tflops == tflops(1000, 4, 4.0) and r.tflops_wall == tflops(1000, 4, 25.0)
     assert r.tflops > 3 * r.tflops_wall  # before: the compare was inside the timing
 
 
-def test_a_verified_product_that_differs_counts_and_a_bad_reference_tile_is_flagged():
+def test_a_product_that_differs_inside_a_batch_is_caught_not_only_the_batchs_last():
     clock = Ticker()
-    r = burn_loop(0, 64, fake_ops(clock, [10, 10, 11, 10, 10, 10], tile_error=0.5), deadline=14.0, batch=1,
-                  dtype="bf16", clock=clock)
+    # batch of 3: the second product of the first batch is wrong; the batch's last one is right
+    r = burn_loop(0, 64, fake_ops(clock, [10, 10, 11, 10, 10, 10, 10], tile_error=0.5), deadline=5.0,
+                  batch=3, dtype="bf16", clock=clock)
     assert (r.iterations, r.verified, r.errors) == (3, 3, 1)
     assert r.digest == "d10" and r.tile_ok is False
+
+
+def test_the_numpy_backend_counts_mismatches_on_the_device_and_reads_them_once_per_batch():
+    from harness.engines.burn import mismatched
+    from harness.engines.burn_ops import NumpyBackend
+
+    ops = NumpyBackend().setup(0, 16, "fp32")
+    first = ops.multiply()
+    good, bad = ops.multiply(), ops.multiply().copy()
+    bad[3, 4] += 1.0
+    reads: list[int] = []
+    counted = replace(ops, read=lambda xs: reads.append(len(xs)) or [int(x) for x in xs])
+    assert mismatched(counted, [good, bad, good], first) == 1
+    assert reads == [3]  # one read for the whole batch
 
 
 def test_tflops_arithmetic():
@@ -209,3 +225,16 @@ def test_the_check_fails_a_wrong_gpu_with_the_reason(tmp_path: Path):
     (ev,) = _burn_verdicts(parsed, "builtin", parsed.details["faults"])
     assert ev.outcome is Outcome.FAIL and ev.labels["gpu"] == 2
     assert ev.message.startswith("GPU 2: wrong results (its product of the common inputs differs")
+
+
+def test_the_numpy_backend_stands_in_for_every_gpu_the_check_makes_visible(tmp_path: Path):
+    # the gpu_burn check sets CUDA_VISIBLE_DEVICES to NVML's GPUs by UUID; on the NVML fake (2 GPUs)
+    # the CPU burn must report both, or the device-check rehearsal reads "1 of the 2 GPUs"
+    import os
+
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "GPU-00000000-fake,GPU-00000001-fake"}
+    p = subprocess.run([sys.executable, "-m", "harness.engines.burn", "--seconds", "0.2", "--dtype", "fp32",
+                        "--backend", "numpy", "--size", "32", "--mem-fraction", "0"], env=env,
+                       capture_output=True, text=True, timeout=120, check=False)
+    results = [json.loads(ln) for ln in p.stdout.splitlines() if '"result"' in ln]
+    assert sorted(r["gpu"] for r in results) == [0, 1], p.stdout + p.stderr

@@ -171,3 +171,57 @@ def test_trials_report_the_median_like_nvbandwidth():
     assert results and all(r["trials"] == 5 and len(r["trial_gbps"]) == 5 for r in results)
     assert all(r["gbps"] == statistics.median(r["trial_gbps"]) and r["iterations"] == 2 for r in results)
     assert copylog.parse(p.stdout).details["trials"] == 5
+
+
+class _Tensor:
+    """What the copy test does with a PyTorch tensor: its address, and copy_ (a no-op here)."""
+
+    def __init__(self, array=None) -> None:
+        self.array = array
+
+    def data_ptr(self) -> int:
+        return self.array.ctypes.data if self.array is not None else 0
+
+    def copy_(self, other, non_blocking: bool = False) -> None:
+        pass
+
+
+class _Cudart:
+    def __init__(self) -> None:
+        self.registered: list[tuple[int, set[int]]] = []
+        self.unregistered: list[int] = []
+
+    def cudaHostRegister(self, ptr: int, nbytes: int, flags: int) -> int:
+        self.registered.append((ptr, os.sched_getaffinity(0)))
+        return 0
+
+    def cudaHostUnregister(self, ptr: int) -> int:
+        self.unregistered.append(ptr)
+        return 0
+
+
+def test_torch_host_buffers_are_fresh_per_gpu_and_pinned_from_its_local_cpus(tmp_path):
+    # the torch backend's pinned-memory cache is never emptied (pytorch#134332): GPU 0's buffer
+    # would serve every later GPU. Each test now gets its own buffer, registered from the GPU's CPUs.
+    import types
+
+    from harness.engines.copy import _Torch
+
+    me = sorted(os.sched_getaffinity(0))
+    for bus, cpu in (("0000:18:00.0", me[0]), ("0000:9b:00.0", me[-1])):
+        dev = tmp_path / "bus/pci/devices" / bus
+        dev.mkdir(parents=True)
+        (dev / "local_cpulist").write_text(f"{cpu}\n")
+    cudart = _Cudart()
+    fake = types.SimpleNamespace(
+        uint8="uint8", from_numpy=_Tensor, full=lambda *a, **k: _Tensor(),
+        cuda=types.SimpleNamespace(cudart=lambda: cudart, empty_cache=lambda: None,
+                                   synchronize=lambda d: None))
+    be = _Torch.__new__(_Torch)
+    be.torch, be._registered = fake, []
+    be.pci_bus_id = lambda d: ("0000:18:00.0", "0000:9b:00.0")[d]  # type: ignore[method-assign]
+    measure(be, TESTS["h2d"], "cpu", "gpu0", 4096, 2, sysfs=str(tmp_path))
+    measure(be, TESTS["d2h"], "gpu1", "cpu", 4096, 2, sysfs=str(tmp_path))
+    (p0, cpus0), (p1, cpus1) = cudart.registered
+    assert cpus0 == {me[0]} and cpus1 == {me[-1]}  # each pinned while running on its GPU's CPUs
+    assert cudart.unregistered == [p0, p1] and be._registered == []  # released after each test

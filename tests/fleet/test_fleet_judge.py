@@ -189,7 +189,7 @@ def test_the_batch_script_quotes_every_value(tmp_path: Path):
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\nexec " + sys.executable + " -c 'import json,os,sys; json.dump("
                     "{\"argv\": sys.argv[1:], \"lock\": os.environ.get(\"HARNESS_LOCK_FILE\"), "
-                    "\"cwd\": os.getcwd(), \"pp\": os.environ[\"PYTHONPATH\"]}, "
+                    "\"cwd\": os.getcwd(), \"pp\": os.environ.get(\"PYTHONPATH\")}, "
                     "open(os.environ[\"FAKE_OUT\"], \"w\")); sys.exit(1)' \"$@\"\n")
     fake.chmod(0o755)
     opts = dispatch.JobOptions("/suites/a b;rm -rf x.yaml", profile="p$(id)", python=str(fake),
@@ -201,10 +201,12 @@ def test_the_batch_script_quotes_every_value(tmp_path: Path):
     r = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 1, r.stderr
     got = json.loads(record_file.read_text())
-    assert got["argv"] == ["-m", "harness", "run", "/suites/a b;rm -rf x.yaml", "--output", str(node_dir),
+    root = str(Path(dispatch.__file__).resolve().parents[2])
+    boot = f"import sys; sys.path.insert(0, {root!r}); from harness.cli.main import main; main()"
+    assert got["argv"] == ["-I", "-c", boot, "run", "/suites/a b;rm -rf x.yaml", "--output", str(node_dir),
                            "--profile", "p$(id)", "--history", "/shared/h $(id).sqlite"]
-    assert got["lock"] == str(tmp_path / "harness-n1.lock") and got["cwd"] == str(node_dir)
-    assert got["pp"].split(":")[0] == str(Path(dispatch.__file__).resolve().parents[2])
+    # isolated, from outside the fleet directory: no PYTHONPATH of its own (-I would ignore one)
+    assert got["lock"] == str(tmp_path / "harness-n1.lock") and got["cwd"] == "/" and got["pp"] is None
     assert json.loads((node_dir / "job-exit.json").read_text())["rc"] == 1
     assert json.loads((node_dir / "job-exit.json").read_text())["job_id"] == "77"
     r = subprocess.run(["bash", str(script)], env={**env, "SLURMD_NODENAME": "n2"}, capture_output=True,

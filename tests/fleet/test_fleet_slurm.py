@@ -279,3 +279,86 @@ def test_ctrl_c_cancels_the_submitted_jobs_and_says_which(lab: Lab, tmp_path: Pa
     (node,) = doc["nodes"]
     assert node["status"] == "ERRORED", node
     assert "interrupted (SIGINT): cancelled by harness" in node["reason"], node
+
+
+def test_a_planted_or_reused_fleet_directory_is_refused_and_jobs_start_isolated(lab: Lab, tmp_path: Path):
+    """Root's `fleet run -o` into a directory another user made (her nodes/n1/yaml/__init__.py and a
+    job.sh symlinked to a root 0600 file in it) or one holding nodes/ already submits nothing and
+    touches nothing; into a fresh one, each job.sh is root's, made new, and starts Python isolated."""
+    import pwd
+
+    if os.geteuid() != 0:
+        pytest.skip("plants files as another user: needs root")
+    suite, _ = files(tmp_path, fio=False)
+    secret = tmp_path / "secret"
+    secret.write_text("root only\n")
+    secret.chmod(0o600)
+    shared = Path(tempfile.mkdtemp(prefix="harness-shared-", dir="/tmp"))
+    shared.chmod(0o1777)
+    try:
+        planted = shared / "fleet"
+        subprocess.run(["sh", "-c", "set -e; mkdir -p fleet/nodes/n1/yaml; "
+                        f"echo 'open(\"{shared / 'proof'}\", \"w\")' > fleet/nodes/n1/yaml/__init__.py; "
+                        f"ln -s {secret} fleet/nodes/n1/job.sh"],
+                       cwd=shared, user="nobody", check=True, timeout=30)
+        r = fleet(lab, "run", str(suite), "--nodes", "n1", "--output", str(planted), "--poll-interval", "1s")
+        uid = pwd.getpwnam("nobody").pw_uid
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert f"--output {planted}: not trusted: {planted} is owned by uid {uid} (nobody)" in r.stderr
+        assert "submitted" not in r.stdout and secret.read_text() == "root only\n"
+        assert (secret.stat().st_mode & 0o777) == 0o600 and not (shared / "proof").exists()
+        # one of root's own that already holds nodes/ (an earlier run's, or planted before it was root's)
+        mine = tmp_path / "mine"
+        (mine / "nodes" / "n1").mkdir(parents=True)
+        r = fleet(lab, "run", str(suite), "--nodes", "n1", "--output", str(mine))
+        assert r.returncode == 2 and f"--output {mine} already has nodes/" in r.stderr
+        # a fresh one in the shared directory: root's own, the job runs
+        fresh = shared / "fresh"
+        r = fleet(lab, "run", str(suite), "--nodes", "n1", "--output", str(fresh), "--poll-interval", "1s",
+                  "--time", "5")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"suite fleet-test: given as a path, {suite}" in r.stdout  # where what was sent came from
+        script = fresh / "nodes" / "n1" / "job.sh"
+        st = script.lstat()
+        assert (st.st_uid, st.st_mode & 0o777) == (0, 0o755)
+        text = script.read_text()
+        assert " -I -c " in text and "\ncd / || exit 97" in text and "PYTHONPATH" not in text
+        (run_dir,) = [p for p in (fresh / "nodes" / "n1").iterdir() if (p / "results.json").is_file()]
+        doc = json.loads((run_dir / "results.json").read_text())
+        assert doc["profile"]["from"] == "shipped"  # no --profile: never the fleet directory's profiles/
+    finally:
+        subprocess.run(["rm", "-rf", str(shared)], check=False)
+
+
+SRUN_ENV = """\
+name: srun-env
+checks:
+  - id: ranks
+    kind: command
+    params:
+      argv: [srun, --overlap, -n, "1", {python}, -c,
+            "import os; print('leaked:', sum(k in os.environ for k in ('REDFISH_PASSWORD','IPMI_PASSWORD')))"]
+      metrics:
+        - {{name: app.leaked, unit: count, better: lower, regex: 'leaked: (?P<value>[0-9]+)'}}
+    expect:
+      - {{metric: app.leaked, max: 0, unit: count}}
+"""
+
+
+def test_no_srun_rank_inherits_the_bmc_passwords(lab: Lab, tmp_path: Path):
+    """The dispatching shell's REDFISH_PASSWORD/IPMI_PASSWORD reach the node's harness (it may read
+    a BMC), but no tool: not srun, so no rank."""
+    suite = tmp_path / "srun.yaml"
+    suite.write_text(SRUN_ENV.format(python=sys.executable))
+    out = tmp_path / "fleet"
+    r = subprocess.run([sys.executable, "-m", "harness", "fleet", "run", str(suite), "--nodes", "n1",
+                        "--output", str(out), "--profile", "generic", "--poll-interval", "1s", "--time", "5"],
+                       env={**os.environ, **lab.env, "REDFISH_PASSWORD": "hunter2",
+                            "IPMI_PASSWORD": "hunter3"},
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (run_dir,) = [p for p in (out / "nodes" / "n1").iterdir() if (p / "results.json").is_file()]
+    doc = json.loads((run_dir / "results.json").read_text())
+    (check,) = doc["checks"]
+    assert [m["value"] for m in check["metrics"] if m["name"] == "app.leaked"] == [0.0]
+    assert check["status"] == "passed"

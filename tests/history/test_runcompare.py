@@ -55,3 +55,35 @@ def test_repeats_fold_by_median_and_errored_checks_are_left_out():
     b = _run("b", [Metric("fio.iops", 50, "IOPS", {"job": "r"})], status=Status.ERRORED)
     (row,) = compare_runs(a, b)
     assert (row.a, row.b, row.key.labels) == (100, None, (("job", "r"),))
+
+
+def test_extreme_values_give_finite_percentages_and_valid_json(tmp_path):
+    """1e308 -> 0 is -100 %, not -inf; what is not finite is null, and --json prints valid JSON."""
+    import json
+    import subprocess
+    import sys
+
+    from clihelp import ROOT
+
+    from harness import results
+
+    a = _run("a", [Metric("fio.bw", 1e308, "GB/s", {"job": "w"}), Metric("fio.iops", -1e308, "IOPS")])
+    b = _run("b", [Metric("fio.bw", 0.0, "GB/s", {"job": "w"}), Metric("fio.iops", 1e308, "IOPS")])
+    rows = {r.key.metric: r for r in compare_runs(a, b)}
+    assert rows["fio.bw"].delta_pct == -100.0 and rows["fio.bw"].regression_pct == 100.0
+    assert rows["fio.iops"].delta_pct == 200.0  # (b - a) overflows; scaled first it does not
+    dirs = []
+    for rec in (a, b):
+        d = tmp_path / rec.run_id
+        d.mkdir()
+        results.write(d, rec)
+        dirs.append(str(d))
+    r = subprocess.run([sys.executable, "-m", "harness", "compare", *dirs, "--json", "--history", "off"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+    def refuse(word: str) -> None:
+        raise AssertionError(f"not JSON: {word}")
+
+    doc = json.loads(r.stdout, parse_constant=refuse)
+    assert {row["metric"]: row["delta_pct"] for row in doc["rows"]} == {"fio.bw": -100.0, "fio.iops": 200.0}

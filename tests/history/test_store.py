@@ -127,3 +127,11 @@ def test_placeholder_serials_are_not_identities():
     for junk in (None, "", "To Be Filled By O.E.M.", "Not Specified", "0000000000", "System Serial Number"):
         assert real_serial(junk) is None, junk
     assert real_serial(" S61234567890 ") == "S61234567890"
+
+
+def test_more_placeholder_serials_are_not_identities():
+    """What BMCs and NVMe firmware write when they have no serial: never a node's identity."""
+    for junk in ("(null)", "0x00000000", "INVALID", "SN000000", "sn-00000000", "0XFFFFFFFF", "<NULL>"):
+        assert real_serial(junk) is None, junk
+    for real_one in ("0x1A2B3C4D", "SN7Q2K9", "S61234567890", "INVALID-7Q2"):
+        assert real_serial(real_one) == real_one

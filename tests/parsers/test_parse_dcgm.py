@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -31,6 +32,8 @@ test_every_sample_is_covered_here = covers(real_samples("dcgmi"), {
     "diag_r4_table_rtx2060s_persistence_fail_memtest_pass.txt",
     "diag_r3_table_dcgm3.3.9_4x_a10g_targeted_power_fail_gpu1_continuation_row.txt",
     "diag_r2_table_FRAGMENT_8gpu_gpu_memory_fail_gpu0_thermal_ml_engineering.txt",
+    "diag_r2_table_dcgm4.2.3_4gpu_pcie_fail_internal_error_then_gpu_rows_pass.txt",
+    "diag_r2_table_dcgm4.4.1_8x_b200_pcie_fail_internal_error_in_slurm.txt",
 })
 
 
@@ -58,13 +61,14 @@ def test_dcgm4_json_fragment_is_read_but_invalid():
     assert res == {("diagnostic", g): 1.0 for g in range(8)}
 
 
-def test_table_persistence_fail_carries_dcgm_message_and_skips_are_not_failures():
+def test_table_persistence_fail_is_the_environments_and_skips_are_not_failures():
     r, res = results("diag_r4_table_rtx2060s_persistence_fail_memtest_pass.txt")
-    assert r.valid  # a failed test is a verdict on the node, not a broken run
-    assert res[("Persistence Mode", None)] == 0.0
+    assert r.valid
+    assert ("Persistence Mode", None) not in res  # persistence mode off: the setup, not the GPU
     assert res[("Memtest", None)] == 1.0
     assert sum(1 for v in res.values() if v == 1.0) == 9
-    assert r.details["failures"] == [
+    assert r.details["failures"] == []
+    assert r.details["environment"] == [
         'Persistence Mode: Fail: Persistence mode for GPU 0 is currently disabled. The DCGM diagnostic '
         'requires peristence mode to be enabled. Enable persistence mode by running "nvidia-smi -i '
         '<gpuId> -pm 1 " as root.']
@@ -131,3 +135,35 @@ def test_truncations_of_real_samples_never_raise():
         text = p.read_text()
         for cut in range(0, len(text), 53):
             dcgm.parse(text[:cut])
+
+
+def test_dcgm4_test_row_fail_above_per_gpu_passes_does_not_read_as_passed():
+    # NVIDIA/DCGM#253: "pcie | Fail", internal-error warnings, then "GPU0: Pass" ... rows
+    for name, gpus in (("diag_r2_table_dcgm4.2.3_4gpu_pcie_fail_internal_error_then_gpu_rows_pass.txt", 4),
+                       ("diag_r2_table_dcgm4.4.1_8x_b200_pcie_fail_internal_error_in_slurm.txt", 8)):
+        r, res = results(name)
+        assert res[("pcie", 0)] == 1.0 and ("pcie", None) not in res  # the GPUs passed ...
+        (env,) = r.details["environment"]  # ... but the test itself did not: DCGM's internal error
+        assert env.startswith("pcie: Fail: There was an internal error during the test:")
+        assert r.details["failures"] == []
+        assert res[("memory", gpus - 1)] == 1.0
+    # a test whose own row fails without an internal error keeps that failure next to the GPU rows
+    table = (DATA / "diag_r3_table_dcgm4.0_4gpu_per_gpu_rows_nvidia_docs.txt").read_text().replace(
+        "| pcie                      | Pass    ", "| pcie                      | Fail    ")
+    r = dcgm.parse(table)
+    got = {(m.labels["test"], m.labels.get("gpu")): m.value for m in r.metrics}
+    assert got[("pcie", None)] == 0.0 and got[("pcie", 2)] == 1.0
+
+
+def test_dcgm4_json_test_summary_fail_beside_passing_gpus_is_not_passed():
+    # constructed from the real 4.x fragment: its "diagnostic" test_summary "Pass" made "Fail" with a
+    # warning, the eight per-GPU results left Pass
+    text = (DATA / "diag_r4_json_dcgm4_fragment_8gpu_diagnostic_test_info_truncation.txt").read_text()
+    warn = '"warnings": [{"warning": "GPU 3 compute error"}], "status": "Fail"'
+    summary = r'"test_summary" :(\s*)\{(\s*)"status" : "Pass"'
+    failed, n = re.subn(summary, r'"test_summary" :\1{\2' + warn, text)
+    assert n == 1
+    r = dcgm.parse(failed)
+    got = {(m.labels["test"], m.labels.get("gpu")): m.value for m in r.metrics}
+    assert got[("diagnostic", None)] == 0.0 and got[("diagnostic", 3)] == 1.0
+    assert r.details["failures"] == ["diagnostic: Fail: GPU 3 compute error"]

@@ -19,6 +19,27 @@ OOP, IP = "out-of-place", "in-place"
 # Old-format files (no "Collective test starting" line) are parsed with op="all_reduce", as the
 # check does (it knows the binary it ran).
 EXPECTED: dict[str, dict] = {
+    "all_reduce_h100_2node_16rank_srun_label_nccl_tests_issue290.txt": {  # srun --label " 0: "
+        "valid": True, "count": 11 * 6 + 2, "ops": {"all_reduce"}, "op": "all_reduce", "dtype": "float",
+        "redop": "sum",
+        "values": {
+            ("nccl.busbw", "all_reduce", 8589934592, OOP): 155.57,
+            ("nccl.busbw", "all_reduce", 8388608, IP): 87.38,
+            ("nccl.wrong", "all_reduce", 8388608, OOP): None,  # validation 0: N/A
+            ("nccl.avg_busbw", "all_reduce", None, None): 142.735,
+            ("nccl.ranks", "all_reduce", None, None): 16,
+        },
+    },
+    "all_reduce_rtx5090_2rank_mpirun_tag_output_v2.18.0.txt": {  # mpirun --tag-output "[1,0]<stdout>:"
+        "valid": True, "count": 8 * 8 + 2, "ops": {"all_reduce"}, "dtype": "float", "redop": "sum",
+        "values": {
+            ("nccl.busbw", "all_reduce", 134217728, OOP): 2.30,
+            ("nccl.time", "all_reduce", 1048576, IP): 4365.21,
+            ("nccl.wrong", "all_reduce", 134217728, IP): 0,
+            ("nccl.avg_busbw", "all_reduce", None, None): 1.57614,
+            ("nccl.ranks", "all_reduce", None, None): 2,
+        },
+    },
     "all_gather_gb10_dgxspark_2node_with_mpirun_noise.txt": {
         "valid": True, "count": 3 * 8 + 2, "ops": {"all_gather"}, "dtype": "float", "redop": "none",
         "values": {
@@ -236,3 +257,25 @@ def test_never_raises_on_any_prefix(path):
 
 def test_registered_as_a_parse_kind():
     assert parsers()["nccl"] is nccl.parse
+
+
+@pytest.mark.parametrize(("name", "launcher"), [
+    ("all_reduce_h100_2node_16rank_srun_label_nccl_tests_issue290.txt", "srun --label"),
+    ("all_reduce_rtx5090_2rank_mpirun_tag_output_v2.18.0.txt", "mpirun --tag-output")])
+def test_a_launcher_tag_on_every_line_is_named_and_taken_off(name, launcher):
+    r = nccl.parse(real(name), op="all_reduce")
+    assert r.valid and r.details["launcher"] == launcher
+
+
+def test_pdsh_host_prefix_and_a_job_runner_before_mpiruns_tag():
+    # constructed: the mpirun sample's lines as pdsh prints them ("host: line"), and as SkyPilot prints
+    # mpirun's ("(head, rank=0, pid=3808) [1,0]<stdout>:...", seen in a public SkyPilot example)
+    plain = [ln.split(":", 1)[1] if ln.startswith("[1,0]<stdout>:") else ln
+             for ln in real("all_reduce_rtx5090_2rank_mpirun_tag_output_v2.18.0.txt").splitlines()
+             if ln.startswith("[1,0]<stdout>:")]
+    pdsh = nccl.parse("\n".join(f"gpu-node-01: {ln}" for ln in plain))
+    assert pdsh.valid and pdsh.details["launcher"] == "pdsh"
+    assert find(pdsh, "nccl.busbw", "all_reduce", 134217728, OOP).value == 2.30
+    sky = nccl.parse("\n".join(f"(head, rank=0, pid=3808) [1,0]<stdout>:{ln}" for ln in plain))
+    assert sky.valid and sky.details["launcher"] == "mpirun --tag-output"
+    assert nccl.parse("\n".join(plain)).details.get("launcher") is None

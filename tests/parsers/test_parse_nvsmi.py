@@ -15,7 +15,7 @@ from harness.parsers.registry import parsers
 DATA = Path(__file__).parents[1] / "data" / "nvidia-smi"
 Q_FILES = sample_names("nvidia-smi", "nvidia-smi_-q*")
 CSV_FILES = sample_names("nvidia-smi", "*.csv")
-IDLE_ONLY = {r: float(r == "idle") for r in clockreasons.BITS}
+IDLE_ONLY = {r: float(r == "idle") for r in clockreasons.TEXT_LABELS.values()}  # what nvidia-smi prints
 
 
 def values(r) -> dict[tuple, float]:

@@ -103,3 +103,21 @@ def test_a_clean_log_is_valid_with_no_events():
 @given(st.text(max_size=300))
 def test_never_raises(text: str):
     assert xid.parse(text).valid
+
+
+def test_an_xid_attributed_to_a_mig_instance_counts_for_its_gpu_and_xid_154_says_the_recovery():
+    name = "mig_attributed_xid94_and_xid154_recovery_action.txt"
+    assert counts(name) == {("0000:01:00", 94): 2.0, ("0000:01:00", 79): 1.0, ("0000:01:00", 154): 1.0,
+                            ("0018:01:00", 149): 1.0, ("0018:01:00", 154): 1.0}
+    r = xid.parse((DATA / name).read_text())
+    first = r.details["events"][0]
+    assert first["gpu_instance"] == 5 and "compute_instance" not in first
+    assert "gpu_instance" not in r.details["events"][1]
+    assert r.details["recovery_actions"] == {"0000:01:00": "Node Reboot Required",
+                                             "0018:01:00": "Drain and Reset"}
+    assert {m.labels["pci"]: m.value for m in r.metrics if m.name == "gpu.recovery_action"} == {
+        "0000:01:00": 2.0, "0018:01:00": 4.0}
+    # the driver's own format with both instances (open-gpu-kernel-modules: GPU-I:%02u GPU-CI:%02u)
+    both = xid.parse("NVRM: Xid (PCI:0000:3b:00 GPU-I:01 GPU-CI:02): 13, pid=9, name=a, Graphics Exception")
+    (ev,) = both.details["events"]
+    assert (ev["pci"], ev["xid"], ev["gpu_instance"], ev["compute_instance"]) == ("0000:3b:00", 13, 1, 2)

@@ -85,12 +85,15 @@ def _nvml(name: str, count: int) -> list[dict[str, str]]:
     ("NVIDIA H100 80GB HBM3", "h100-sxm-8x"),
     ("NVIDIA H200", "h200-sxm-8x"),
     ("NVIDIA A100-SXM4-80GB", "a100-sxm-8x"),
+    ("NVIDIA B200", "b200-sxm-8x"),
+    ("NVIDIA B300 SXM6 AC", "b300-sxm-8x"),
+    ("NVIDIA GB200", "gb200-nvl-4x"),  # one compute tray
 ])
 def test_select_profile_by_model(gpu_name, expected):
-    inv = {"gpus": [{"name": gpu_name}] * 8}
+    inv = {"gpus": [{"name": gpu_name}] * (4 if expected.startswith("gb200") else 8)}
     name, reason = select_profile(inv, _profiles())
     assert name == expected
-    assert reason == f"auto: found 8 x {gpu_name}; matches the model of profile {expected}"
+    assert reason == f"auto: found {len(inv['gpus'])} x {gpu_name}; matches the model of profile {expected}"
 
 
 def test_a_node_that_lost_a_gpu_keeps_its_profile_and_names_the_missing_gpu():
@@ -158,3 +161,19 @@ def test_auto_selection_end_to_end_dry_run(tmp_path: Path, capsys, monkeypatch):
     assert "profile h100-sxm-8x" in out
     assert "auto: found 8 x NVIDIA H100 80GB HBM3; matches the model of profile h100-sxm-8x" in out
     assert "expect gpu.count{} each: [8, 8]  [fail; h100-sxm-8x (hardware)]" in out
+
+
+def test_a_fake_8x_b200_node_is_chosen_automatically_end_to_end(tmp_path: Path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(name="NVIDIA B200"))
+    from harness.platform import sysinfo
+
+    code = app.run(suite="smoke", profile=None, output=tmp_path, dry_run=True,
+                   inventory_probe=sysinfo.collect)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "auto: found 8 x NVIDIA B200; matches the model of profile b200-sxm-8x" in out
+    # without NVML, the PCI device ids (pci.ids: 2901 GB100 [B200], 3182 GB110 [B300 SXM6 AC])
+    inv = {"gpus": [], "pci_gpus": [{**b, "device_id": "0x2901"} for b in BUS], "nvml": {"available": False}}
+    assert select_profile(inv, _profiles())[0] == "b200-sxm-8x"
+    inv["pci_gpus"] = [{**b, "device_id": "0x3182"} for b in BUS]
+    assert select_profile(inv, _profiles())[0] == "b300-sxm-8x"

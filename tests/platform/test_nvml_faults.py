@@ -79,7 +79,8 @@ def test_temperature_through_the_v_call_when_the_binding_dropped_the_old_one(mon
     install(monkeypatch, [FakeGpu(temp=71.0)], temperature_v=True)
     with nvml.NvmlSession() as nv:
         (s,) = nv.sample()
-    assert s.temp == 71.0
+        (o,) = nv.observe()  # harness observe reads it the same way
+    assert s.temp == 71.0 and o.temp == 71.0
 
 
 def test_power_headroom_says_which_power_reading_its_gpu_peaks_are(monkeypatch):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from telemetryhelp import HT, PC, SYNTH, metric, series
 
-from harness.model import Outcome
+from harness.model import Metric, Outcome
 from harness.parsers import clockreasons, nvsmi, nvsmi_csv
 from harness.series import telemetry as telemetry_metrics
 from harness.series.telemetry import Series
@@ -23,7 +23,8 @@ def test_derive_per_gpu_metrics_from_a_synthetic_series():
     assert metric(ms, "gpu.energy", 0) == 1600.0  # (2 600 000 - 1 000 000) mJ
     pct = {m.labels["reason"]: m.value for m in ms if m.name == "gpu.throttle_pct" and m.labels["gpu"] == 0}
     assert pct == {"power_cap": 40.0, "hw_slowdown": 0.0, "hw_thermal": 20.0, "hw_power_brake": 0.0,
-                   "sw_thermal": 0.0, "thermal": 20.0, "any": 40.0}  # idle is not throttling
+                   "sw_thermal": 0.0, "board_limit": 0.0, "reliability": 0.0, "thermal": 20.0,
+                   "any": 40.0}  # idle is not throttling
     assert metric(ms, "gpu.pcie_gen", 0, which="current") == 5
     assert metric(ms, "gpu.pcie_gen", 0, which="max") == 5
     assert metric(ms, "gpu.pcie_replays", 0) == 3
@@ -62,7 +63,17 @@ def test_derive_on_real_nvidia_smi_clock_event_readings():
 def test_decode_documented_bits():
     assert clockreasons.decode(0x4 | 0x40 | 0x1) == ("idle", "power_cap", "hw_thermal")
     assert clockreasons.parse_mask("0x0000000000000004") == 4 and clockreasons.parse_mask("[N/A]") is None
-    assert clockreasons.GROUPS["any"] == 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+    assert clockreasons.GROUPS["any"] == 0x4 | 0x8 | 0x20 | 0x40 | 0x80 | 0x200 | 0x400
+
+
+def test_board_limit_and_reliability_bits_are_read_as_throttling():
+    # nvidia-ml-py: nvmlClocksThrottleReasonBoardLimit 0x200, nvmlClocksThrottleReasonReliability 0x400
+    assert clockreasons.decode(0x200 | 0x400) == ("board_limit", "reliability")
+    ms = telemetry_metrics.derive(series([0, 1, 2, 3], {0: {"reasons": [0x200, 0x200, 0x400, 0],
+                                                           "util": [100] * 4}}))
+    assert metric(ms, "gpu.throttle_pct", 0, reason="board_limit") == 50.0
+    assert metric(ms, "gpu.throttle_pct", 0, reason="reliability") == 25.0
+    assert metric(ms, "gpu.throttle_pct", 0, reason="any") == 75.0
 
 
 def test_link_judged_only_while_busy():
@@ -126,3 +137,43 @@ def test_throttling_counts_over_busy_samples_only():
     util = [0] * 10 + [100] * 10
     assert telemetry_metrics.throttle_pct(masks, util, 2)["power_cap"] == 0.0
     assert telemetry_metrics.throttle_pct(masks, [], 2)["power_cap"] == 50.0  # never busy: every sample
+
+
+def test_sub_second_hw_slowdowns_at_2_hz_are_counted_as_episodes():
+    # NVML: "power draw too high, Fast Trigger protection" (a weak VR or PSU): one 0.5 s sample at a
+    # time, again and again. The persistent share erases each one; the episodes keep them.
+    masks = [0, HS, 0, 0, HS, 0, 0, HS, 0, 0, HS, 0]
+    s = series([i / 2 for i in range(12)], {0: {"reasons": masks, "util": [100] * 12}}, period=0.5)
+    ms = telemetry_metrics.derive(s)
+    assert metric(ms, "gpu.throttle_pct", 0, reason="hw_slowdown") == 0.0
+    assert metric(ms, "gpu.hw_slowdown_episodes", 0) == 4
+    # one run of 6 samples is one episode; the ramp's sample at 30% utilisation is not a busy one
+    assert telemetry_metrics.episodes([IDLE, HS] + [0] * 3 + [HS] * 6, HS, [0, 30] + [100] * 9) == 1
+    assert telemetry_metrics.episodes([None, None], HS, [100, 100]) is None  # no bitmask known
+
+
+def test_power_limit_metric_is_the_averaged_power_and_the_instant_peak_is_kept():
+    s = series([0, 1, 2], {0: {"power": [720.0, 760.0, 690.0], "power_instant": [True] * 3,
+                               "power_avg": [695.0, 699.0, 690.0]},
+                           1: {"power": [650.0, 655.0, 640.0], "power_instant": [False] * 3}})
+    ms = telemetry_metrics.derive(s)
+    assert metric(ms, "gpu.power_max", 0) == 760.0  # the instantaneous peak (PSU headroom)
+    assert metric(ms, "gpu.power_avg_max", 0) == 699.0  # what the 700 W limit is enforced on
+    assert metric(ms, "gpu.power_avg_max", 1) == 655.0  # no instantaneous field: power is the average
+
+
+def test_the_temperature_sibling_rule_is_an_offset_in_celsius():
+    from harness import siblings
+    from harness.series.telemetry import TelemetryParams, own_rules
+
+    (rule,) = own_rules(TelemetryParams())
+    assert (rule.offset, rule.tolerance) == (10.0, None)
+    ms = [Metric("gpu.temp_max", t, "C", {"gpu": g}) for g, t in enumerate([44, 45, 45, 46, 57])]
+    bad = [e for e in siblings.judge(rule, ms, "t") if e.outcome is Outcome.FAIL]
+    # 57 C against a 45 C median: 12 C hotter fails (a 15% rule allowed only 6.8 C at 45 C, 10.5 C at 70)
+    assert [e.labels["gpu"] for e in bad] == [4]
+    hot = [Metric("gpu.temp_max", t, "C", {"gpu": g}) for g, t in enumerate([70, 70, 71, 79])]
+    assert not [e for e in siblings.judge(rule, hot, "t") if e.outcome is Outcome.FAIL]
+    assert own_rules(TelemetryParams(sibling_temp_offset=None)) == []
+    (frac,) = own_rules(TelemetryParams(sibling_temp_tolerance=0.15))
+    assert frac.tolerance == 0.15

@@ -9,6 +9,7 @@ telemetry reads (temperature reads), so a throttle pattern or a loss can be tied
 
 from __future__ import annotations
 
+import ctypes
 import sys
 import time
 import types
@@ -59,6 +60,7 @@ class FakeGpu:
     remap: tuple[int, int, int, int] | None = (0, 0, 0, 0)  # corr, unc, pending, failure
     nvlinks: int = 18
     nvlinks_down: int = 0
+    fabric: tuple[int, int, int] | None = None  # (state, status, health mask); None: no fabric
     lost_after: int | None = None  # reads after which the GPU is gone
     fault: int | None = None  # every read raises NVMLError(fault), e.g. RESET_REQUIRED
     open_error: int | None = None  # nvmlDeviceGetHandleByIndex raises NVMLError(open_error)
@@ -148,6 +150,18 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
             raise NVMLError(NOT_SUPPORTED)
         return 0 if link < g.nvlinks_down else 1
 
+    class FabricInfoV(ctypes.Structure):  # the binding's c_nvmlGpuFabricInfo_v2_t fields we read
+        _fields_ = [("version", ctypes.c_uint), ("status", ctypes.c_uint), ("state", ctypes.c_uint),
+                    ("healthMask", ctypes.c_uint32)]
+
+    def fabric_info(h: int, ref: object) -> int:
+        g = gpu(h)
+        if g.fabric is None:
+            raise NVMLError(NOT_SUPPORTED)
+        info = getattr(ref, "_obj", ref)
+        info.state, info.status, info.healthMask = g.fabric  # type: ignore[attr-defined]
+        return 0
+
     def retired(h: int, cause: int) -> list[int]:
         g = gpu(h)
         return [0x1000 * (i + 1) for i in range(g.retired[cause])]
@@ -210,6 +224,7 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
         "nvmlDeviceGetEnforcedPowerLimit": lambda h: milliwatts(gpu(h).power_limit_w),
         "nvmlDeviceGetPowerManagementDefaultLimit": lambda h: milliwatts(gpu(h).default_limit_w),
         "nvmlDeviceGetTemperatureThreshold": threshold,
+        "nvmlDeviceGetGpuFabricInfoV": fabric_info, "c_nvmlGpuFabricInfoV_t": FabricInfoV,
     }
     if temperature_v:
         fns["nvmlDeviceGetTemperatureV"] = fns.pop("nvmlDeviceGetTemperature")
