@@ -23,7 +23,16 @@ from harness import results
 from harness.compare import status_of
 from harness.config.driftrules import DriftRule
 from harness.errors import HarnessError
-from harness.history.drift import VALID, RunPoint, SeriesKey, SourcedRule, collapse, reference, selects
+from harness.history.drift import (
+    VALID,
+    RunPoint,
+    SeriesKey,
+    SourcedRule,
+    collapse,
+    reference,
+    selects,
+    why_missing,
+)
 from harness.history.drift import evaluate as evaluate_drift
 from harness.history.identity import NodeIdentity, changes, identity_of
 from harness.history.series import better_of, golive_of, suite_params
@@ -200,7 +209,8 @@ def annotate(record: RunRecord, store: Store, rules: Sequence[SourcedRule]) -> R
     snapshot = snapshot_of(record, ident, node_id, rows, points, current, rules,
                            drift_check.evaluations if drift_check else (), store.path,
                            golive, previous, pinned is not None and golive is not None
-                           and golive.run_id == pinned)
+                           and golive.run_id == pinned,
+                           tuple(drift_check.details.get("notes", ())) if drift_check else ())
     return replace(record, checks=tuple(checks), history=snapshot)
 
 
@@ -233,8 +243,10 @@ def _point(p: RunPoint | None, **extra: Any) -> dict[str, Any] | None:
 def snapshot_of(record: RunRecord, ident: NodeIdentity, node_id: int | None, rows: Sequence[RunRow],
                 points: Sequence[RunPoint], current: Mapping[SeriesKey, tuple[float, str]],
                 rules: Sequence[SourcedRule], drift_evals: Sequence[Evaluation], path: str,
-                golive: RunPoint | None, previous: RunPoint | None, pinned: bool = False) -> dict[str, Any]:
-    """Plain JSON for results.json: node, go-live/previous runs, changes, events and trends."""
+                golive: RunPoint | None, previous: RunPoint | None, pinned: bool = False,
+                not_compared: Sequence[str] = ()) -> dict[str, Any]:
+    """Plain JSON for results.json: node, go-live/previous runs, changes, events, trends, and the
+    drift rules' series that had no earlier value to compare with, each with why."""
     events: list[dict[str, Any]] = []
     chain = [(r.run_id, r.started, r.identity) for r in rows] + [(record.run_id, record.started, ident)]
     for (_, _, a), (run_id, started, b) in pairwise(chain):
@@ -250,6 +262,7 @@ def snapshot_of(record: RunRecord, ident: NodeIdentity, node_id: int | None, row
         "changes": since_previous,
         "events": events[-MAX_EVENTS:],
         "drifted": [e.to_dict() for e in drift_evals if e.outcome.value in ("warn", "fail")],
+        "not_compared": list(not_compared),
         "trends": trends(record, current, points, rules, golive, previous),
     }
 
@@ -283,6 +296,7 @@ def trends(record: RunRecord, current: Mapping[SeriesKey, tuple[float, str]],
             + [{"run_id": record.run_id, "started": record.started, "verdict": record.verdict,
                 "value": value}],
             "golive": None if golive is None else {"run_id": golive.run_id, "value": golive.values[key]},
+            "golive_missing": None if golive is not None else why_missing(key, "golive", golive_run, None),
             "previous": None if prev is None else {"run_id": prev.run_id, "value": prev.values[key]},
             "current": value, "low": low, "high": high,
         })
