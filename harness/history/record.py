@@ -22,7 +22,7 @@ from typing import Any
 from harness import results
 from harness.compare import status_of
 from harness.config.driftrules import DriftRule
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 from harness.history.drift import (
     VALID,
     RunPoint,
@@ -36,7 +36,7 @@ from harness.history.drift import (
 from harness.history.drift import evaluate as evaluate_drift
 from harness.history.identity import NodeIdentity, changes, identity_of
 from harness.history.series import better_of, golive_of, suite_params
-from harness.history.store import RunRow, Store, open_store
+from harness.history.store import RunRow, Store, open_store, problems_text
 from harness.model import CheckResult, Evaluation, RunRecord, Status
 
 OFF = ("off", "none", "no", "false", "0")
@@ -102,10 +102,14 @@ class RunHistory:
                 self.path = None
                 return record
         try:
-            return annotate(record, self.store, self.rules)
+            annotated = annotate(record, self.store, self.rules)
         except (HarnessError, sqlite3.Error) as e:
-            _warn(f"{e}; no trends or drift in this report")
+            _warn(f"{e}; no trends or drift in this report, and this run is not recorded")
+            self.close()  # a store that cannot be read is not written to either: one warning
             return record
+        if note := problems_text(self.store):
+            _warn(f"{note}; trends and drift leave them out")
+        return annotated
 
     def keep(self, record: RunRecord, run_dir: Path) -> None:
         """Record the run (as it is written) in the store, then close it."""
@@ -317,8 +321,18 @@ def _band(record: RunRecord, key: SeriesKey) -> tuple[float | None, float | None
 
 # ---------------------------------------------------------------- import
 
-def import_runs(store: Store, run_dirs: Sequence[Path]) -> list[RunRow]:
-    """Record existing run directories (results.json as written); returns the stored rows."""
-    records = [(d, results.load(d)) for d in run_dirs]
+def import_runs(store: Store, run_dirs: Sequence[Path], problems: list[str] | None = None) -> list[RunRow]:
+    """Record existing run directories (results.json as written); returns the stored rows.
+
+    With `problems`, a run that cannot be read (too large, not JSON, a value the schema refuses)
+    adds its one line there and the others are still recorded; without, it raises."""
+    records = []
+    for d in run_dirs:
+        try:
+            records.append((d, results.load(d)))
+        except ConfigError as e:
+            if problems is None:
+                raise
+            problems.extend(str(p) for p in e.problems)
     records.sort(key=lambda x: (x[1].started, x[1].run_id))  # oldest first: nodes resolve in order
     return [store.record(rec, d if d.is_dir() else d.parent) for d, rec in records]

@@ -31,7 +31,7 @@ from types import FrameType
 from typing import Any
 
 from harness import __version__, results
-from harness.checks.base import CheckContext
+from harness.checks.base import CheckContext, cut_outputs
 from harness.compare import finite_metrics, judge
 from harness.errors import GuardRefusal, HarnessError, SkipCheck, StorageError, ToolError
 from harness.fsutil import why_not
@@ -257,6 +257,7 @@ class Runner:
         if self.signum is not None:
             return self._interrupted(base, t0, cctx, metrics)
         if problems:
+            problems = [*cut_outputs(cctx), *problems]  # said first: what was cut may be why
             return self._done(base, t0, cctx, Status.ERRORED, "invalid run: " + "; ".join(problems[:3]),
                               metrics, problems=problems, details=details)
         if watch is not None and (busy := watch.refuses):  # measured, but not the hardware alone
