@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from harness import sections
 from harness.numfmt import fmt_bytes, fmt_num
 
 FactValue = Union[str, int, float, bool, None]
@@ -48,7 +49,7 @@ class Fact:
     labels: Mapping[str, str] = field(default_factory=dict)
     reason: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> sections.Fact:
         return {"name": self.name, "labels": dict(self.labels), "value": self.value,
                 "source": self.source, "reason": self.reason}
 

@@ -32,6 +32,8 @@ class Status(str, Enum):
 MEASURED = (Status.PASSED, Status.RECORDED, Status.WARNED, Status.FAILED)
 # Statuses that are a judgement of the hardware: a run needs one before it can be ACCEPTED.
 JUDGED = (Status.PASSED, Status.WARNED, Status.FAILED)
+# The source of every evaluation of the drift check that history adds to a run ("drift: <rule's file>").
+DRIFT_SOURCE = "drift: "
 
 # The run's verdict, worst first. Only hardware that measured badly rejects; a tool or environment
 # failure leaves the node unjudged (ERRORED), never a hardware verdict; a run that finished but

@@ -2,8 +2,8 @@
 
 Read back, a run file is data anyone with write access to the run directory may have edited: it is
 validated against the schema (the record, and the sections readers walk: inventory, the history
-snapshot, the details a report draws), and a bad value is one error line naming the file and the
-field (RecordError, exit 2), never a traceback further on.
+snapshot, and every section of a check's details, typed in harness/sections.py), and a bad value
+is one error line naming the file and the field (RecordError, exit 2), never a traceback further on.
 """
 
 from __future__ import annotations
@@ -13,18 +13,17 @@ import math
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 from typing_extensions import TypedDict
 
 from harness.errors import ConfigError, ConfigProblem, RecordError
 from harness.fsutil import TooLarge, atomic_write_json, read_bounded
 from harness.model import FORMAT_VERSION, VERDICTS, CheckResult, RunRecord
+from harness.sections import STRICT as _STRICT
+from harness.sections import Details, Label, Scalar
 
 RESULTS = "results.json"
-_STRICT = {"strict": True, "allow_inf_nan": False}  # pydantic config of the sections below
-Label = Union[str, int]
-Scalar = Union[str, int, float, bool, None]
 
 
 # The sections of a record that readers walk (typed here; extra keys are allowed and ignored).
@@ -121,63 +120,6 @@ class _History(TypedDict, total=False):
     events: list[_Change]
     drifted: list[_Drifted]
     trends: list[_Trend]
-
-
-class _Fact(TypedDict, total=False):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    name: str
-    labels: Mapping[str, Label]
-    value: Scalar
-    source: str
-    reason: Optional[str]
-
-
-class _AuditOutcome(TypedDict, total=False):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    fact: str
-    labels: Mapping[str, Label]
-    found: str
-    expected: str
-    outcome: str
-    message: str
-    note: str
-    rule_source: str
-
-
-class _Audit(TypedDict, total=False):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    facts: list[_Fact]
-    outcomes: list[_AuditOutcome]
-
-
-class _Psu(TypedDict, total=False):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    psu: str
-    before: Optional[bool]
-    during: Optional[bool]
-    peak_in_w: Optional[float]
-    peak_out_w: Optional[float]
-    status: Optional[str]
-
-
-class _FileRef(TypedDict, total=False):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    file: Optional[str]
-
-
-class _Controller(TypedDict, total=False):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    name: str
-    link: Optional[Mapping[str, Scalar]]
-
-
-class _Details(TypedDict, total=False):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    audit: _Audit
-    controllers: list[_Controller]
-    psus: list[_Psu]
-    telemetry: _FileRef
-    power: _FileRef
 
 
 def write(run_dir: Path, record: RunRecord, *, durable: bool = True) -> None:
@@ -315,7 +257,7 @@ def _sections_of_check(check: Any, where: tuple[str | int, ...]) -> list[tuple[s
     from pydantic import ValidationError  # start-up: pydantic loads only to validate
 
     try:
-        _section(_Details).validate_python(check.get("details") or {})
+        _section(Details).validate_python(check.get("details") or {})
     except ValidationError as e:
         return _problems(e, check, (*where, "details"), skip=len(where))
     return []
@@ -387,7 +329,7 @@ def json_schema() -> dict[str, Any]:
     props["format_version"] = {"const": FORMAT_VERSION}
     for name, typ in (("inventory", _Inventory), ("history", _History)):
         props[name] = _section(typ).json_schema()
-    details = _section(_Details).json_schema()
+    details = _section(Details).json_schema()
     defs = schema.setdefault("$defs", {})
     defs.update(details.pop("$defs", {}))
     for name in ("inventory", "history"):

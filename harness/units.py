@@ -56,15 +56,6 @@ def to_gbps(value: float, unit: str) -> float:
         raise ValueError(f"unknown bandwidth unit {unit!r}") from None
 
 
-def to_prom_base(value: float, unit: str) -> tuple[float, str]:
-    """(value in the Prometheus base unit, that unit's name suffix); ValueError for an unknown unit."""
-    try:
-        suffix, factor = PROM_BASE[unit]
-    except KeyError:
-        raise ValueError(f"unknown unit {unit!r}") from None
-    return value * factor, suffix
-
-
 def to_us(value: float, unit: str) -> float:
     """Convert a duration in `unit` to microseconds."""
     try:

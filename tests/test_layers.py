@@ -19,7 +19,7 @@ imports do not. Why the rows are where they are:
 - engines are `python -m` programs: they import nothing of ours but engines.io.
 - parsers are pure text -> metrics.
 - vocabulary: the top-level modules. results/catalog/siblings/fsutil build on the base types in
-  model, units, numfmt, facts and errors, which import nothing of ours but each other.
+  model, units, numfmt, facts, sections and errors, which import nothing of ours but each other.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("engines",),
     ("parsers",),
     ("results", "catalog", "siblings", "fsutil"),
-    ("model", "units", "numfmt", "facts", "errors", "__init__"),
+    ("model", "units", "numfmt", "facts", "errors", "sections", "__init__"),
 )
 RANKS = ranks_from(LAYERS)
 

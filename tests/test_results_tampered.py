@@ -67,6 +67,22 @@ def test_the_sample_with_a_history_snapshot_is_valid(tmp_path: Path):
     (("checks", 0, "details"), {"telemetry": {"file": ["raw/x"]}}, "checks.0.details.telemetry.file",
      "valid string"),
     (("checks", 0, "id"), None, "checks.0.id", "valid string"),
+    # every section of harness/sections.py, not only those above: the observe window, settle, power
+    (("checks", 0, "details"), {"findings": [{"resource": "cpu", "share": "most"}]},
+     "checks.0.details.findings.0.share", "valid number"),
+    (("checks", 0, "details"), {"findings": [{"resource": "io", "processes": [{"pid": "1"}]}]},
+     "checks.0.details.findings.0.processes.0.pid", "valid integer"),
+    (("checks", 0, "details"), {"series": {"file": 7}}, "checks.0.details.series.file", "valid string"),
+    (("checks", 0, "details"), {"primary": ["gpu"]}, "checks.0.details.primary", "valid string"),
+    (("checks", 0, "details"), {"settle": {"waited_s": "long"}}, "checks.0.details.settle.waited_s",
+     "valid number"),
+    (("checks", 0, "details"), {"settle": {"gpus": [{"gpu": 0, "settled": "yes"}]}},
+     "checks.0.details.settle.gpus.0.settled", "valid boolean"),
+    (("checks", 0, "details"), {"power": {"file": "raw/p/power.json", "samples": "many"}},
+     "checks.0.details.power.samples", "valid integer"),
+    (("checks", 0, "details"), {"notes": "one"}, "checks.0.details.notes", "valid list"),
+    (("checks", 0, "details"), {"controllers": [{"name": "nvme0", "serial": 5}]},
+     "checks.0.details.controllers.0.serial", "valid string"),
 ])
 def test_a_bad_value_is_one_line_naming_file_and_field(tmp_path: Path, where: tuple, value: Any,
                                                         field: str, why: str):

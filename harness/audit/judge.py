@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness import sections
 from harness.config.factrule import FactRule, describe
 from harness.facts import FACTS, UNLIMITED, Fact, FactValue, display
 from harness.model import Finding, Outcome, join_labels
@@ -41,7 +42,7 @@ class FactOutcome:
     high: float | None = None
     reduce: str = "each"  # "same" for a same-on-every-device rule
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> sections.AuditOutcome:
         return {"fact": self.fact, "labels": dict(self.labels), "found": self.found,
                 "expected": self.expected, "outcome": self.outcome, "severity": self.severity,
                 "message": self.message, "rule_source": self.rule_source, "note": self.note}

@@ -190,6 +190,13 @@ class CheckKind:
     # The tools and Python packages the kind runs or imports, with install hints (`harness list --tools`).
     requires: tuple[Need, ...] = ()
 
+    # The sections of its details the kind writes (harness/sections.py names and types them; the
+    # report draws them through report/views.py, by section, never by kind).
+    sections: frozenset[str] = frozenset()
+    # The rules the kind judges itself from the profile's `config:` block (config_audit), as
+    # --dry-run lines, given the params, the profile's name and those rules.
+    config_plan: Callable[[Any, str, Sequence[Any]], Sequence[str]] | None = None
+
     def with_profile(self, params: Any, hardware: Mapping[str, Any]) -> Any:
         """`params` completed from the profile (unchanged when the kind takes nothing from it)."""
         return self.profile_defaults(params, hardware) if self.profile_defaults is not None else params

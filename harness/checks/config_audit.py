@@ -14,11 +14,11 @@ from typing import Any
 
 from pydantic import Field
 
-from harness import catalog
+from harness import catalog, sections
 from harness.audit.judge import FactOutcome, judge
 from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Need, Params, PlannedCommand
-from harness.config.factrule import FactRule
+from harness.config.factrule import FactRule, plan_lines
 from harness.errors import ToolTimeout
 from harness.facts import FACTS, Fact
 from harness.model import Metric
@@ -86,7 +86,7 @@ def run(params: ConfigAuditParams, ctx: CheckContext) -> CheckOutput:
     outcomes = judge(rules, facts, gpu_expected(ctx.hardware))
     profile = ctx.config[0][1] if ctx.config else "(none)"
     found = tuple(f for o in outcomes if (f := o.finding()) is not None)
-    details = {"audit": {"facts": [f.to_dict() for f in facts],
+    details: sections.Details = {"audit": {"facts": [f.to_dict() for f in facts],
                          "outcomes": [o.to_dict() for o in outcomes]}}
     return CheckOutput(metrics=metrics_from(facts), details=details, findings=found,
                        summary=summarize(facts, outcomes, profile))
@@ -113,6 +113,8 @@ KIND = CheckKind(
     plan=plan,
     estimate_s=lambda _p: 3.0,
     loads_node=False,
+    sections=frozenset({"audit"}),
+    config_plan=lambda p, profile, rules: plan_lines(profile, list(rules), p.rules),
     requires=(needs.nvidia_smi("GPU and driver facts"),
               Need("ofed_info", "MLNX_OFED / DOCA-OFED", use="OFED version", version_args=("-s",)),
               needs.tool("ibv_devinfo", use="HCA firmware")),

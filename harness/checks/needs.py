@@ -18,14 +18,11 @@ DRIVER_HINT = "the NVIDIA driver: apt-get install nvidia-driver-<branch> (or NVI
 NCCL_TESTS_HINT = ("build github.com/NVIDIA/nccl-tests (make MPI=1 CUDA_HOME=... NCCL_HOME=...) and put its "
                    "build/ on PATH")
 PERFTEST_HINT = "apt-get install perftest rdma-core"
-# Debian packages of tools the checks use that platform/proc does not run itself
-HINTS = {**INSTALL_HINTS, "dmesg": "apt-get install util-linux", "journalctl": "apt-get install systemd",
-         "ibv_devinfo": "apt-get install ibverbs-utils", "mpirun": "apt-get install openmpi-bin"}
 
 
 def tool(name: str, use: str = "", group: str = "", version_args: tuple[str, ...] = ("--version",)) -> Need:
     """A program on PATH, with its Debian package."""
-    return Need(name, HINTS.get(name, f"install {name} and put it on PATH"), use=use, group=group,
+    return Need(name, INSTALL_HINTS.get(name, f"install {name} and put it on PATH"), use=use, group=group,
                 version_args=version_args)
 
 

@@ -184,6 +184,7 @@ KIND = CheckKind(
     plan=plan,
     declared_metrics=lambda p: catalog.subset(["disk.smart_passed"]) if p.tool == "smartctl" else {},
     loads_node=False,
+    sections=frozenset({"controllers"}),
     requires=(needs.tool("nvme", use="tool: nvme (default)", group="tool"),
               needs.tool("smartctl", use="tool: smartctl", group="tool")),
 )

@@ -169,6 +169,8 @@ def metrics_of(window: Window, diag: Diagnosis) -> list[Metric]:
 
 
 def details_of(window: Window, diag: Diagnosis, series_file: str) -> dict[str, Any]:
+    """The observe window's sections (primary, findings as sections.ObserveFinding, series) and
+    its own notes (verdict, scope, ...)."""
     return {"primary": diag.primary, "verdict": diag.verdict,
             "findings": [f.to_dict() for f in diag.findings], "scope": window.scope,
             "samples": len(window.ticks), "interval_s": window.interval_s, "cgroup": window.cgroup,
@@ -207,5 +209,6 @@ KIND = CheckKind(
     profile_defaults=profile_defaults,
     # it adds no load itself; the workload it starts (a `command`) does
     loads_node=lambda params: bool(getattr(params, "command", None)),
+    sections=frozenset({"primary", "findings", "series"}),
     requires=(Need("pynvml", needs.NVML.hint, python=True, use="GPU signals (none without)"),),
 )

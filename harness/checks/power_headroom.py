@@ -30,7 +30,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field
 
-from harness import catalog
+from harness import catalog, sections
 from harness.checks import gpu_identity, needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
 from harness.checks.loadgroup import InterruptWatch, LoadGroup
@@ -48,6 +48,7 @@ from harness.series.telemetry import TelemetryParams
 from harness.units import COUNT, WATT
 
 SLACK_S = 60.0  # start-up of the load tools and their shutdown, on top of `duration`
+NAME = "power_headroom"
 BURN_NAME, STRESS_NAME = "burn", "stress-ng"
 TELEMETRY = ("gpu.temp_max", "gpu.mem_temp_max", "gpu.power_mean", "gpu.power_max", "gpu.power_avg_max",
              "gpu.sm_clock_mean", "gpu.util_mean", "gpu.throttle_pct", "gpu.hw_slowdown_episodes",
@@ -351,7 +352,7 @@ def _load_problems(params: PowerHeadroomParams, ctx: CheckContext, group: LoadGr
                 who = names.get(int(g), f"GPU {g}")
                 dead.append(Finding(metric="gpu_burn.ok", labels={"gpu": int(g)}, outcome=Outcome.FAIL,
                                     measured=0.0, unit=COUNT, reference=1.0, low=1.0,
-                                    source="power_headroom", message=f"{who}: did not finish the burn "
+                                    source=NAME, message=f"{who}: did not finish the burn "
                                     f"under the full-system load: {why}"))
             if params.backend != "numpy":
                 seen = {m.labels.get("gpu") for m in parsed.metrics}
@@ -382,9 +383,10 @@ def _judge(params: PowerHeadroomParams, ctx: CheckContext, group: LoadGroup, sam
     if sampler.nvml_error:
         notes.append(f"GPU power sampling stopped: {sampler.nvml_error}")
     ticks = [power.BmcTick(s.t, s.phase, s.bmc) for s in samples if s.bmc is not None]
-    own = (power.judge_psus(ticks, policy) + power_series.judge_gpus(samples, limits, params.temp_margin_c)
-           + power_series.judge_airflow(samples, params.inlet_max_c) + tuple(dead))
-    details: dict[str, Any] = {
+    own = tuple(replace(f, source=NAME) for f in (  # the series judge; the kind signs its verdicts
+        power.judge_psus(ticks, policy) + power_series.judge_gpus(samples, limits, params.temp_margin_c)
+        + power_series.judge_airflow(samples, params.inlet_max_c))) + tuple(dead)
+    details: sections.Details = {
         "power": {"file": str(saved.relative_to(ctx.run_dir)) if saved else None, "samples": len(samples),
                   "period_s": params.period, "source": series.source, "estimated": series.estimated,
                   "allowance_w": series.allowance_w, "gpu_power": gpu_power_source(samples),
@@ -423,7 +425,7 @@ def _last(text: str) -> str:
 
 
 KIND = CheckKind(
-    name="power_headroom",
+    name=NAME,
     description="full-system load (GPU burn, stress-ng, fio): node power vs usable PSU capacity, PSU state",
     params=PowerHeadroomParams,
     metrics=catalog.subset([*OWN, *TELEMETRY]),
@@ -431,6 +433,7 @@ KIND = CheckKind(
     plan=plan,
     estimate_s=estimate_s,
     loads_node=True,
+    sections=frozenset({"power", "psus", "notes"}),
     requires=(needs.tool("stress-ng"), needs.torch("GPU load", "gpu load"),
               needs.cupy("GPU load", "gpu load"), needs.tool("fio", use="fio_dirs"),
               needs.tool("ipmitool", use="bmc kind: ipmi", version_args=("-V",))),

@@ -46,6 +46,7 @@ def capture(run_dirs: tuple[Path, ...], name: str, output: Path | None, extends:
     """Write a profile from the metrics of one or more accepted RUN_DIRS."""
     # start-up: config, results and history load only for this command, not for `harness --help`
     from harness import config, results
+    from harness.checks.registry import kinds
     from harness.history import baseline as bl
 
     out = output or Path("profiles") / f"{name}.yaml"
@@ -55,7 +56,7 @@ def capture(run_dirs: tuple[Path, ...], name: str, output: Path | None, extends:
     if out.suffix not in (".yaml", ".yml"):
         raise UsageError(f"{out}: a profile file ends in .yaml")
     captured = bl.capture([results.load(d) for d in run_dirs], name, extends, tails=tails)
-    bl.write(captured, out, force=force)
+    bl.write(captured, out, kinds(), force=force)
     for warning in captured.warnings:
         click.echo(f"warning: {warning}", err=True)
     click.echo(f"wrote {out}: {len(captured.doc['expectations'])} expectation(s) from "

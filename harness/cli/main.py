@@ -163,7 +163,7 @@ def parse(kind: str, file: Path) -> None:
 
     Exit 0 when the output is a complete, valid KIND output; 2 when it is not (the JSON, with its
     problems, is still printed, and the first problem goes to stderr)."""
-    from harness.run.session import parse_file  # start-up: the parsers load only for this command
+    from harness.cli.parse import parse_file  # start-up: the parsers load only for this command
 
     parsed = parse_file(kind, file)
     click.echo(json.dumps(parsed, indent=2))

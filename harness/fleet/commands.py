@@ -22,10 +22,10 @@ from harness.fleet import report as fleet_report
 from harness.fleet.analysis import FleetReport, OutlierSettings
 from harness.fleet.collect import NodeOutcome, NodeStatus
 from harness.model import EXIT_CODES, RunRecord
+from harness.numfmt import fmt_value
 from harness.platform.pushgateway import push, redact
 from harness.platform.slurm import SlurmError
 from harness.report import prometheus as prom
-from harness.report.fmt import fmt_value
 
 
 @dataclass(frozen=True)

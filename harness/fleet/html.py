@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from harness.fleet.analysis import FleetReport, natural
 from harness.fleet.collect import NodeOutcome, NodeStatus
 from harness.fleet.stats import Outlier, SeriesKey
-from harness.report.fmt import fmt_num, fmt_time, fmt_value
+from harness.numfmt import fmt_num, fmt_value
+from harness.report.fmt import fmt_time
 
 if TYPE_CHECKING:
     from jinja2 import Environment

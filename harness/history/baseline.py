@@ -18,7 +18,7 @@ import math
 import os
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,9 +27,9 @@ from typing import Any
 import yaml
 
 from harness import __version__, catalog
-from harness.checks.registry import kinds
 from harness.compare import band
 from harness.config import validate_paths
+from harness.config.kinds import KindSpec
 from harness.config.models import Expectation
 from harness.errors import HarnessError, UsageError
 from harness.fsutil import atomic_write_text
@@ -282,14 +282,15 @@ def extends_value(extends: str, output: Path) -> str:
     return extends
 
 
-def write(baseline: Baseline, output: Path, force: bool = False) -> None:
-    """Write the profile after loading it back through the loader beside its destination."""
+def write(baseline: Baseline, output: Path, kinds: Mapping[str, KindSpec], force: bool = False) -> None:
+    """Write the profile after loading it back through the loader beside its destination, with the
+    check kinds the caller hands over (harness.checks.registry.kinds())."""
     if output.exists() and not force:
         raise UsageError(f"{output} exists; pass --force to replace it")
     trial = output.with_name(f".{output.stem}.capture.yaml")
     atomic_write_text(trial, baseline.text())
     try:
-        problems = validate_paths([trial], kinds())
+        problems = validate_paths([trial], kinds)
         if problems:
             raise HarnessError("the captured profile did not validate (a bug): "
                                + "; ".join(str(p) for p in problems[:5]))

@@ -19,7 +19,7 @@ from harness.history.drift import VALID, SeriesKey, collapse
 from harness.history.identity import identity_of
 from harness.history.series import better_of, differences, suite_params
 from harness.model import RunRecord
-from harness.report.fmt import fmt_delta, fmt_value
+from harness.numfmt import fmt_delta, fmt_value
 
 
 @dataclass(frozen=True)

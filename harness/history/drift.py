@@ -19,7 +19,7 @@ from typing import Any
 from harness.config.driftrules import MIN_RATE_DAYS, DriftRule
 from harness.history.identity import NodeIdentity, part_of
 from harness.history.series import older_digest
-from harness.model import MEASURED, Evaluation, Metric, Outcome, join_labels
+from harness.model import DRIFT_SOURCE, MEASURED, Evaluation, Metric, Outcome, join_labels
 from harness.numfmt import fmt_value
 
 # check statuses whose metrics are real measurements (a recorded check measured, with nothing to judge)
@@ -218,7 +218,7 @@ def _judge(sr: SourcedRule, key: SeriesKey, value: float, unit: str, ref: RunPoi
         labels["check"] = key.check
     return Evaluation(metric=key.metric, labels=labels, outcome=outcome, severity=rule.severity,
                       measured=value, unit=unit, reference=r, low=low, high=high, reduce="each",
-                      message=msg + (f" — {rule.note}" if rule.note else ""), source=f"drift: {sr.source}")
+                      message=msg + (f" — {rule.note}" if rule.note else ""), source=DRIFT_SOURCE + sr.source)
 
 
 def _lower(a: float | None, b: float) -> float:

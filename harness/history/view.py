@@ -19,7 +19,7 @@ from harness.history.identity import changes
 from harness.history.record import KEY_METRICS, store_path
 from harness.history.store import Store, open_store, problems_text
 from harness.model import RunRecord
-from harness.report.fmt import fmt_num
+from harness.numfmt import fmt_num
 
 KEY_COLUMNS = 4
 

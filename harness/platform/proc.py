@@ -28,7 +28,8 @@ from typing import Any
 from harness.errors import ToolError, ToolMissing, ToolTimeout
 from harness.platform import procscan, toolcg
 
-# Debian package that provides each tool we run, for "not found; install it with ..." errors.
+# Debian package that provides each tool the harness runs: the one table, for "not found; install
+# it with ..." errors and for the install hints `harness list --tools` shows (checks/needs).
 INSTALL_HINTS: Mapping[str, str] = {
     "fio": "apt-get install fio",
     "lsblk": "apt-get install util-linux",
@@ -43,6 +44,10 @@ INSTALL_HINTS: Mapping[str, str] = {
     "ibstat": "apt-get install infiniband-diags",
     "ethtool": "apt-get install ethtool",
     "ip": "apt-get install iproute2",
+    "dmesg": "apt-get install util-linux",
+    "journalctl": "apt-get install systemd",
+    "ibv_devinfo": "apt-get install ibverbs-utils",
+    "mpirun": "apt-get install openmpi-bin",
 }
 
 KILL_GRACE_S = 3.0
@@ -281,7 +286,8 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float | None, files: Sequence[
             os.close(fd)
 
 
-def _group_alive(pgid: int) -> bool:
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group `pgid` is still alive (one we may not signal counts)."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
@@ -296,7 +302,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> bool:
     carries the tool's token (a daemon that left the group). Reap the leader, waiting at most
     KILL_GRACE_S: one that does not die (D state) is left to a reaper thread. True when reaped."""
     pgid = proc.pid
-    if proc.poll() is None or _group_alive(pgid):
+    if proc.poll() is None or group_alive(pgid):
         try:
             os.killpg(pgid, signal.SIGTERM)
         except ProcessLookupError:
@@ -304,7 +310,7 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> bool:
         deadline = time.monotonic() + KILL_GRACE_S
         while time.monotonic() < deadline:
             proc.poll()
-            if not _group_alive(pgid):
+            if not group_alive(pgid):
                 break
             time.sleep(0.02)
         else:

@@ -17,7 +17,7 @@ from typing import IO, Optional
 
 from harness.errors import ToolMissing
 from harness.platform import procscan
-from harness.platform.proc import tool_environ, which
+from harness.platform.proc import group_alive, tool_environ, which
 
 GRACE_S = 3.0
 
@@ -61,7 +61,7 @@ def stop(p: subprocess.Popen[bytes]) -> None:
                 break
             deadline = time.monotonic() + grace
             while time.monotonic() < deadline:
-                if p.poll() is not None and not _group_alive(p.pid):
+                if p.poll() is not None and not group_alive(p.pid):
                     return
                 time.sleep(0.02)
         p.poll()
@@ -69,13 +69,3 @@ def stop(p: subprocess.Popen[bytes]) -> None:
         token = getattr(p, "_harness_token", "")
         if token:
             procscan.kill_marked([token], GRACE_S, since=getattr(p, "_harness_start", 0))
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

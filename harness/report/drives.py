@@ -1,8 +1,9 @@
 """The report's per-drive table: one row per NVMe drive (or other fio target device).
 
-Identity, PCIe link, wear, spare and error counters come from nvme_health checks (label
-`device` = controller, e.g. nvme0); GB/s and IOPS from fio checks run on several devices at once
-(label `device` = namespace, e.g. nvme0n1, mapped to its controller). Each row carries the worst
+Identity, PCIe link, wear, spare and error counters come from checks with a `controllers` section
+(nvme_health writes it; label `device` = controller, e.g. nvme0); GB/s and IOPS from fio.bw and
+fio.iops labelled by device (fio run on several devices at once; label `device` = namespace, e.g.
+nvme0n1, mapped to its controller). Each row carries the worst
 outcome of the evaluations about that drive (profile rules and the sibling rule), so the slow
 or worn drive is marked, with the evaluations' messages. Pure: a RunRecord in, rows out.
 """
@@ -84,12 +85,12 @@ def _health(metrics: Sequence[Metric], ctrl: str) -> tuple[str, str, str]:
     return wear, spare_text, errors
 
 
-# Kind names as written in results.json: report/ reads records and may not import checks/ for NAME.
-FIO, NVME_HEALTH = "fio", "nvme_health"
+_PERF = ("fio.bw", "fio.iops")  # the metric family the table shows per drive
 
 
 def _multi_fio(checks: Iterable[CheckResult]) -> list[CheckResult]:
-    return [c for c in checks if c.kind == FIO and any("device" in m.labels for m in c.metrics)]
+    """The checks that measured drives one by one: fio bandwidth or IOPS labelled by device."""
+    return [c for c in checks if any(m.name in _PERF and "device" in m.labels for m in c.metrics)]
 
 
 def _worst(evs: Sequence[Evaluation]) -> str:
@@ -100,7 +101,7 @@ def _worst(evs: Sequence[Evaluation]) -> str:
 
 def drive_table(record: RunRecord) -> DriveTable | None:
     """The per-drive table of a run, or None when no check measured drives one by one."""
-    health = [c for c in record.checks if c.kind == NVME_HEALTH]
+    health = [c for c in record.checks if "controllers" in c.details]  # the nvme_health section
     fios = _multi_fio(record.checks)
     controllers: dict[str, Mapping[str, Any]] = {}
     owner: dict[str, CheckResult] = {}  # controller -> the nvme_health check that read it
@@ -115,7 +116,7 @@ def drive_table(record: RunRecord) -> DriveTable | None:
     for c in fios:
         for m in c.metrics:
             dev = m.labels.get("device")
-            if dev is None or m.name not in ("fio.bw", "fio.iops"):
+            if dev is None or m.name not in _PERF:
                 continue
             col = (c.id, str(m.labels.get("job", "")), str(m.labels.get("rw", "")),
                    f"{c.id}: {m.labels.get('job', '')} {m.labels.get('rw', '')}")

@@ -1,7 +1,7 @@
-"""Every number a person reads: significant digits, thousands separators, scaled units, bytes,
-durations, timestamps, bands and labels. The HTML report, console, JUnit, trends, history and fleet
-views all format through here, so the same value reads the same everywhere. The number functions
-are harness.numfmt's (the layers below the report word their messages with it too).
+"""What a record says, as a person reads it: timestamps, statuses, labels and an evaluation's
+expectation in words. Numbers themselves (significant digits, thousands separators, scaled units,
+bytes, durations, bands) have one door, harness.numfmt, which every layer formats through, so the
+same value reads the same everywhere; these functions word records with it.
 """
 
 from __future__ import annotations
@@ -12,22 +12,10 @@ from typing import Any
 
 from harness import catalog
 from harness.model import Evaluation, join_labels
-from harness.numfmt import (
-    digits_for,
-    fmt_band,
-    fmt_bytes,
-    fmt_delta,
-    fmt_duration,
-    fmt_num,
-    fmt_pct,
-    fmt_value,
-    plural,
-    scaled,
-)
+from harness.numfmt import digits_for, fmt_band, fmt_delta, fmt_num, fmt_value
 
-__all__ = ["digits_for", "expectation_text", "fmt_band", "fmt_bytes", "fmt_delta", "fmt_duration",
-           "fmt_expected", "fmt_labels", "fmt_measured", "fmt_num", "fmt_pct", "fmt_status", "fmt_time",
-           "fmt_value", "plural", "rule_line", "scaled"]
+__all__ = ["expectation_text", "fmt_expected", "fmt_labels", "fmt_measured", "fmt_status", "fmt_time",
+           "rule_line"]
 
 
 def fmt_time(iso: str) -> str:

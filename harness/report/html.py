@@ -17,25 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from harness.fsutil import inside
 from harness.model import CheckResult, Evaluation, Metric, RunRecord, ToolRun
-from harness.report import charts, tplcache
-from harness.report.audit import audit_view, is_audit_evaluation, shows_metric
+from harness.numfmt import digits_for, fmt_band, fmt_bytes, fmt_delta, fmt_duration, fmt_num, fmt_value
+from harness.report import tplcache, views
 from harness.report.drives import drive_table
-from harness.report.fmt import (
-    digits_for,
-    fmt_band,
-    fmt_bytes,
-    fmt_delta,
-    fmt_duration,
-    fmt_labels,
-    fmt_num,
-    fmt_time,
-    fmt_value,
-)
-from harness.report.gpu_table import gpu_table, holds
-from harness.report.observe_svg import observe_figure
-from harness.report.power_svg import POWER_HEADROOM, power_view
-from harness.report.telemetry_svg import telemetry_figure
+from harness.report.fmt import fmt_labels, fmt_time
 from harness.report.trends import history_view
+from harness.report.views import Shown
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -88,7 +75,8 @@ class EvalRow:
 
 @dataclass(frozen=True)
 class CheckView:
-    """A check as the template shows it: expectation rows, uncovered metrics, tool runs."""
+    """A check as the template shows it: expectation rows, uncovered metrics, tool runs, and the
+    views of its sections (report/views.py), each included by its own template."""
 
     anchor: str
     result: CheckResult
@@ -96,11 +84,7 @@ class CheckView:
     extra: tuple[Metric, ...]
     runs: tuple[RunView, ...]
     details: tuple[tuple[str, str], ...] = field(default_factory=tuple)
-    audit: Any = None  # report.audit.AuditView of a config_audit check
-    telemetry: Any = None  # Markup: report.telemetry_svg charts of the check's GPU telemetry
-    power: Any = None  # report.power_svg.PowerView of a power_headroom check
-    gpus: Any = None  # report.gpu_table.GpuTable: per-GPU numbers side by side
-    observe: Any = None  # Markup: report.observe_svg charts of an observe check's findings
+    sections: tuple[Shown, ...] = ()
 
 
 def read_tail(path: Path, limit: int = TAIL_BYTES) -> tuple[str, int, int]:
@@ -151,19 +135,14 @@ def _check_view(i: int, c: CheckResult, run_dir: Path | None) -> CheckView:
                                       _output("stderr", t.stderr_file, run_dir)))
         for t in c.tool_runs)
 
-    audit = audit_view(c.details)
-    gpus = gpu_table(c.metrics, c.evaluations)
-    evs = [e for e in c.evaluations if audit is None or not is_audit_evaluation(e)]
-    extra = tuple(m for m in c.metrics if not _covered(m, c.evaluations) and not holds(gpus, m)
-                  and (audit is None or not shows_metric(m.name)))
-    details = tuple((str(k), inv_cell(str(k), v)) for k, v in c.details.items()
-                    if audit is None or k != "audit")
-
-    power = None
-    if c.kind == POWER_HEADROOM:
-        power = power_view(c, run_dir)
+    found = views.shown(c, run_dir)
+    evs = [e for e in c.evaluations if not any(sv.hides_evaluation(v.view, e) for sv, v in found)]
+    extra = tuple(m for m in c.metrics if not _covered(m, c.evaluations)
+                  and not any(sv.hides_metric(v.view, m) for sv, v in found))
+    hidden = {k for sv, _ in found for k in sv.hides_details}
+    details = tuple((str(k), inv_cell(str(k), v)) for k, v in c.details.items() if k not in hidden)
     return CheckView(f"check-{i}", c, tuple(_row(e, c.metrics) for e in evs), extra, runs,
-                     details, audit, telemetry_figure(c, run_dir), power, gpus, observe_figure(c, run_dir))
+                     details, tuple(v for _, v in found))
 
 
 # ---------------------------------------------------------------- inventory
@@ -314,8 +293,6 @@ def _environment(cache_parent: Path | None = None) -> Environment:
     )
     env.filters.update(num=fmt_num, value=fmt_value, duration=fmt_duration, time=fmt_time,
                        bytes=fmt_bytes)
-
-    env.globals.update(nccl_busbw_chart=charts.nccl_busbw_figure)
     return env
 
 

@@ -1,5 +1,6 @@
-"""The `observe` check in the report: its verdict, its findings, and a chart of the signals that
-mattered (one panel per finding: the resource's own signal over the window).
+"""An observe window in the report (the `primary`, `findings` and `series` sections): what held
+the work back, its findings, and a chart of the signals that mattered (one panel per finding: the
+resource's own signal over the window).
 
 Pure functions from the saved window (raw/<check>/observe-series.json) to inline SVG; every
 text from the machine (device and process names, the verdict) is escaped; no script, no network.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 from typing import Any, Optional
@@ -145,9 +147,7 @@ def panel(title: str, unit: str, lines: Lines) -> str:
 
 
 def observe_figure(check: CheckResult, run_dir: Path | None) -> Markup | None:
-    """The charts of an `observe` check's findings, or None (another kind, no readable window)."""
-    if check.kind != "observe":
-        return None
+    """The charts of a check's observe findings, or None (no saved window, or not readable)."""
     window = load_recorded(run_dir, check.details.get("series"), load)
     if window is None or len(window.ticks) < 2:
         return None
@@ -159,3 +159,20 @@ def observe_figure(check: CheckResult, run_dir: Path | None) -> Markup | None:
     if not html:
         return None
     return Markup(html)  # noqa: S704 - built from escaped parts only
+
+
+@dataclass(frozen=True)
+class ObserveView:
+    """What the report shows of an observe window: the primary resource, the findings, the charts."""
+
+    primary: object
+    findings: Sequence[Mapping[str, Any]]
+    figure: Markup | None
+
+
+def observe_view(check: CheckResult, run_dir: Path | None) -> ObserveView | None:
+    """The view of a check's observe `findings` section, or None when it has none."""
+    if "findings" not in check.details:
+        return None
+    details = check.details
+    return ObserveView(details.get("primary"), details["findings"], observe_figure(check, run_dir))

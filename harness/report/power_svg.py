@@ -1,4 +1,5 @@
-"""The power_headroom check in the report: node power over time, the headroom figure, the PSU table.
+"""A check's `power` and `psus` sections in the report (power_headroom writes them): node power
+over time, the headroom figure, the PSU table.
 
 One inline SVG chart: node input power (BMC, or estimated: dashed) over the check's time, the
 load phase shaded, the usable PSU capacity and its 80% line drawn across, each GPU's power
@@ -25,8 +26,6 @@ from harness.series.power import PowerSeries, load
 
 W, H = 760, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 132, 18, 34
-# the kind's name as written in results.json: report/ may not import checks/ for its NAME
-POWER_HEADROOM = "power_headroom"
 MAX_POINTS = 500
 CAPACITY_COLOUR, EIGHTY_COLOUR, NODE_COLOUR, FAIL_COLOUR = "#cf222e", "#9a6700", "#1f2328", "#cf222e"
 
@@ -165,9 +164,8 @@ def _ok(v: Any) -> str:
 
 
 def power_view(check: CheckResult, run_dir: Optional[Path]) -> Optional[PowerView]:
-    """The view of a power_headroom check, or None (another kind, or no readable series)."""
-    series = load_recorded(run_dir, check.details.get("power"), load) \
-        if check.kind == POWER_HEADROOM else None
+    """The view of a check's `power` section, or None (no such section, or no readable series)."""
+    series = load_recorded(run_dir, check.details.get("power"), load)
     if series is None:
         return None
     v = {m.name: m.value for m in check.metrics if not m.labels}

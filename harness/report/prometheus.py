@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness import catalog
 from harness.fsutil import atomic_write_text
-from harness.model import VERDICTS, CheckResult, Metric, Outcome, RunRecord, Status
+from harness.model import DRIFT_SOURCE, VERDICTS, CheckResult, Metric, Outcome, RunRecord, Status
 from harness.units import PROM_BASE
 
 if TYPE_CHECKING:
@@ -188,6 +188,11 @@ def metric_samples(check: CheckResult, node: str, uuids: Mapping[str, str]) -> l
     return out
 
 
+def judges_drift(check: CheckResult) -> bool:
+    """Whether the check holds drift evaluations (history's drift check): changes, not measurements."""
+    return bool(check.evaluations) and all(e.source.startswith(DRIFT_SOURCE) for e in check.evaluations)
+
+
 def drift_samples(check: CheckResult, node: str, uuids: Mapping[str, str]) -> list[Sample]:
     """The drift check's evaluations: the change since each reference and whether it is too much."""
     out = []
@@ -224,7 +229,7 @@ def run_samples(record: RunRecord, node: str) -> list[Sample]:
                                                 ("status", s.value)), 1.0 if c.status is s else 0.0)
                 for s in Status]
         out.append(Sample("harness_check_duration_seconds", (("check", c.id), ("node", node)), c.duration_s))
-        out += drift_samples(c, node, uuids) if c.kind == "drift" else metric_samples(c, node, uuids)
+        out += drift_samples(c, node, uuids) if judges_drift(c) else metric_samples(c, node, uuids)
     return out
 
 

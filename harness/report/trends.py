@@ -14,7 +14,8 @@ from typing import Any
 from markupsafe import Markup
 
 from harness.model import RunRecord
-from harness.report.fmt import fmt_delta, fmt_labels, fmt_time, fmt_value
+from harness.numfmt import fmt_delta, fmt_value
+from harness.report.fmt import fmt_labels, fmt_time
 from harness.report.svg import ChartPoint, trend_chart
 
 KIND_WORDS = {"gpu_swap": "GPU swapped", "gpu_added": "GPU added", "gpu_removed": "GPU missing",

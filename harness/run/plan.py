@@ -7,9 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from harness.checks import afterload, config_audit
+from harness.checks import afterload
 from harness.compare import OwnRule, Rule, applicable, band, describe_band, describe_rule
-from harness.config.factrule import plan_lines
 from harness.config.models import Expectation, Profile
 from harness.errors import UsageError
 from harness.history.series import is_acceptance
@@ -287,8 +286,8 @@ def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profil
         own = pc.own_rules
         built_in = [*(c.kind.verdicts(c.params, hardware) if c.kind.verdicts else ()),
                     *telemetry.verdicts(c.params), *(afterload.verdicts() if c.kind.loads_node else ())]
-        if c.kind.name == config_audit.NAME:
-            lines += plan_lines(profile.profile.name, profile.profile.config, getattr(c.params, "rules", []))
+        if c.kind.config_plan is not None:
+            lines += c.kind.config_plan(c.params, profile.profile.name, profile.profile.config)
         elif not pc.rules and not own and not built_in:
             lines.append("   (no expectations: metrics are recorded only)")
         lines += [f"   verdict: {v}" for v in built_in]

@@ -12,7 +12,8 @@ from typing import Any, Protocol, TextIO
 
 from harness.errors import printable
 from harness.model import CheckResult, RunRecord, Status
-from harness.report.fmt import fmt_duration, fmt_status
+from harness.numfmt import fmt_duration
+from harness.report.fmt import fmt_status
 
 # Each status's colour on a terminal: recorded (measured, nothing judged) is not a pass, so not green.
 STATUS_COLOURS: dict[Status, str] = {

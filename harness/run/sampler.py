@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness import sections
 from harness.checks import afterload, gpu_health, gpu_identity
 from harness.checks.base import CheckContext, CheckKind, CheckOutput
 from harness.errors import ToolError
@@ -176,7 +177,7 @@ def observe(kind: CheckKind, params: Any, ctx: CheckContext,
         except OSError as e:
             ctx.log.warning("could not save telemetry of %s: %s", ctx.check_id, e)
     metrics = telemetry_metrics.derive(series)
-    summary: dict[str, Any] = {
+    summary: sections.Telemetry = {
         "file": str(saved.relative_to(ctx.run_dir)) if saved else None, "period_s": period,
         "samples": len(series.t), "gpus": len(series.gpus), "overruns": series.overruns,
         "sample_cost_ms": round(series.sample_cost_s * 1000, 3)}

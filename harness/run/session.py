@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import gc
 import os
 import re
@@ -14,11 +13,20 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import fsutil
-from harness.errors import ConfigError, ConfigProblem, HarnessError, UsageError, printable
-from harness.fsutil import output_dir_problem
+from harness import config
+from harness.checks.registry import kinds
+from harness.errors import ConfigError, HarnessError, UsageError, printable
+from harness.fsutil import output_dir_problem, untrusted
+from harness.history import record as hist
+from harness.history.series import params_digest
 from harness.model import LeftOut, RunRecord, join_labels
+from harness.platform import ledger, sysinfo
+from harness.platform.runlock import RunLock
 from harness.report.fmt import fmt_status
+from harness.run import plan, progress, resume, retention
+from harness.run.finish import errors_of
+from harness.run.resume import digest
+from harness.run.runner import RunContext, Runner, exit_code, iso, make_run_dir, utcnow
 
 DEFAULT_KEEP = 20  # quiet runs kept in an output directory (--keep)
 
@@ -159,14 +167,6 @@ def _start_up() -> Iterator[None]:
 
 def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepared | None:
     """Load, check and plan the run (or the resumed one); None after printing a --dry-run plan."""
-    # start-up: `harness parse` imports parse_file from here without config, checks and the run
-    from harness import config
-    from harness.checks.registry import kinds
-    from harness.history.series import params_digest
-    from harness.platform import sysinfo
-    from harness.run import plan
-    from harness.run.resume import digest
-
     node = node_name(opts.node)
     if opts.prom_textfile is not None and not opts.prom_textfile.is_dir():
         raise UsageError(f"--prom-textfile {opts.prom_textfile}: not a directory (give the node "
@@ -229,8 +229,6 @@ def _candidates() -> tuple[list[LoadedProfile], dict[Path, Found]]:
     """The trusted profiles on the search path that load, for auto-selection, with where each was
     found; a file not trusted, or one that does not load, is a warning and no candidate: one bad
     file cannot stop every run, nor can a planted one be chosen."""
-    from harness import config  # start-up: as in _prepare
-
     _warn_refused(config.untrusted_files("profiles"))
     candidates: list[LoadedProfile] = []
     found_as: dict[Path, Found] = {}
@@ -261,11 +259,6 @@ def declared_directions(planned: Sequence[PlannedCheck]) -> dict[str, dict[str, 
 
 def _resume(run_dir: Path, inventory_probe: InventoryProbe | None, node: str | None) -> _Prepared:
     """Finish RUN_DIR: same suite, profile and checks; finished checks are kept."""
-    # start-up: `harness parse` imports parse_file from here without the platform and the run
-    from harness.platform import sysinfo
-    from harness.run import plan, resume
-    from harness.run.runner import iso, utcnow
-
     r = resume.prepare(run_dir)
     inventory = as_node(inventory_probe() if inventory_probe else sysinfo.collect(), node)
     host = str(inventory.get("host", {}).get("hostname") or "host")
@@ -282,14 +275,6 @@ def _resume(run_dir: Path, inventory_probe: InventoryProbe | None, node: str | N
 
 def _launch(p: _Prepared, opts: RunOptions) -> Finished:
     """Take the node's run lock, clean up after a crashed run, run the plan, print the verdict."""
-    # start-up: `harness parse` imports parse_file from here without history, the lock and the runner
-    from harness.history import record as hist
-    from harness.platform import ledger
-    from harness.platform.runlock import RunLock
-    from harness.run import plan, progress, resume, retention
-    from harness.run.finish import errors_of
-    from harness.run.runner import RunContext, Runner, exit_code, iso, make_run_dir, utcnow
-
     output, planned, prof, run_dir = p.output, p.planned, p.prof, p.run_dir
     os.umask(os.umask(0o022) | 0o022)  # nothing the run writes is group- or world-writable
     _trusted_output(output)
@@ -352,8 +337,6 @@ def _textfile(record: RunRecord, directory: Path) -> None:
 def _trusted_store(store: Path | None) -> None:
     """UsageError when the history store (or its directory) stands where someone else can write:
     its baselines and drift rules judge the run."""
-    from harness.fsutil import untrusted  # start-up: as in _launch
-
     for p in () if store is None else (store, store.parent):
         why = untrusted(p) if p.exists() else ""
         if why:
@@ -365,8 +348,6 @@ def _trusted_output(output: Path) -> None:
     """UsageError unless the output directory (made if missing) is one no one else can write: the
     run's records live there, and report, compare, export and --resume read them later
     (`--output reports` is relative to the current directory, which may be anyone's)."""
-    from harness.fsutil import untrusted  # start-up: as in _launch
-
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -395,43 +376,3 @@ def summary(record: RunRecord, run_dir: Path) -> list[str]:
     lines += [f"{what} {info.get('name', '?')}: {info['from']}, {info.get('file') or info.get('path')}"
               for what, info in (("suite", record.suite), ("profile", record.profile)) if info.get("from")]
     return [printable(line) for line in (*lines, f"report: {run_dir / 'report.html'}")]
-
-
-PARSE_LIMIT = 64 * 1024 * 1024  # bytes `harness parse` reads at most (saved tool output is far smaller)
-
-
-def parse_file(kind: str, file: Path) -> dict[str, Any]:
-    """`harness parse KIND FILE` as a dict. FILE must be a regular file of at most PARSE_LIMIT bytes:
-    /dev/zero would be read until memory ran out, and a FIFO would block forever."""
-    from harness.parsers.registry import parsers  # start-up: the parsers load only for `harness parse`
-
-    table = parsers()
-    if kind not in table:
-        import difflib  # start-up: only when the kind is unknown
-
-        near = difflib.get_close_matches(kind, table, n=1)
-        hint = f" (did you mean '{near[0]}'?)" if near else ""
-        raise UsageError(f"unknown parse kind '{kind}'{hint}; known: {', '.join(sorted(table))}")
-    text = read_bounded(file, PARSE_LIMIT).decode("utf-8", errors="replace")
-    return table[kind](text).to_dict()
-
-
-def read_bounded(file: Path, limit: int) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes; ConfigError (exit 2) for anything else
-    (fsutil.read_bounded: opened without blocking, checked once open)."""
-    def refuse(why: str) -> ConfigError:
-        return ConfigError([ConfigProblem(str(file), 1, 1, why)])
-
-    try:
-        return fsutil.read_bounded(file, limit)
-    except fsutil.TooLarge as e:
-        if e.errno == errno.EFBIG:
-            raise refuse(_too_big(limit)) from e
-        raise refuse(f"{e.strerror}: give a file of saved tool output") from e
-    except OSError as e:
-        raise refuse(f"cannot read: {e.strerror}") from e
-
-
-def _too_big(limit: int) -> str:
-    return (f"larger than {limit // (1024 * 1024)} MiB: not saved tool output "
-            "(harness parse reads at most that)")

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from harness import sections
 from harness.config.models import Settle
 from harness.platform import nvml
 
@@ -39,7 +40,7 @@ class GpuState:
     settled: bool
     why: str  # what the GPU waits for, or why it counts as settled
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> sections.SettleGpu:
         return {"gpu": self.gpu, "temp": self.temp, "util": self.util, "idle_temp": self.idle_temp,
                 "settled": self.settled, "why": self.why}
 
@@ -97,7 +98,7 @@ class Gate:
                 self.idle[r.gpu] = min(r.temp, self.idle.get(r.gpu, r.temp))
 
     def before(self, check: ResolvedCheck, inventory: Mapping[str, Any], stop: Callable[[], bool],
-               note: Callable[[str], None]) -> dict[str, Any]:
+               note: Callable[[str], None]) -> sections.Details:
         """Wait before `check` when it settles; returns the details to record ({} when it does not)."""
         if not inventory.get("gpus"):
             return {"settle": {"skipped": "no GPUs on this node"}} if wants(check) else {}
@@ -119,7 +120,7 @@ class Gate:
             nv.close()
 
     def _wait(self, nv: nvml.NvmlSession, s: Settle, stop: Callable[[], bool],
-              note: Callable[[str], None]) -> dict[str, Any]:
+              note: Callable[[str], None]) -> sections.Settle:
         t0 = self.clock()
         temps: dict[int, list[tuple[float, float]]] = {}
         noted = False
@@ -132,8 +133,9 @@ class Gate:
                     temps.setdefault(r.gpu, []).append((now, r.temp))
             states = judge(readings, self.idle, temps, now, s)
             waiting = [g for g in states if not g.settled]
-            done = {"waited_s": round(now, 1), "timeout_s": s.timeout, "temp_margin_c": s.temp_margin,
-                    "max_util_pct": s.max_util, "gpus": [g.to_dict() for g in states]}
+            done: sections.Settle = {"waited_s": round(now, 1), "timeout_s": s.timeout,
+                                     "temp_margin_c": s.temp_margin, "max_util_pct": s.max_util,
+                                     "gpus": [g.to_dict() for g in states]}
             if not waiting:
                 return {"settled": True, **done}
             if stop():

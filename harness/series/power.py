@@ -274,7 +274,7 @@ def _ev(metric: str, labels: Mapping[str, Any], outcome: Outcome, measured: Opti
         message: str, low: Optional[float] = None, severity: str = "fail",
         high: Optional[float] = None) -> Finding:
     return Finding(metric=metric, labels=labels, outcome=outcome, severity=severity, measured=measured,
-                   unit=unit, low=low, high=high, message=message, source=power.SOURCE)
+                   unit=unit, low=low, high=high, message=message)
 
 
 def judge_gpus(samples: Sequence[Sample], limits: Sequence[GpuLimits], margin_c: float

@@ -17,12 +17,12 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from harness.model import BmcReading, Finding, Outcome
+from harness.sections import Psu
 from harness.units import COUNT
 
-SOURCE = "power_headroom"  # the power_headroom kind's name (series may not import checks/ for NAME)
 PHASES = ("before", "load", "cooldown")
 _SPLIT = re.compile(r"^(\d+)\+(\d+)$")
 _N_PLUS = re.compile(r"^N\+(\d+)$")
@@ -153,7 +153,7 @@ class BmcTick:
 def _ev(metric: str, labels: Mapping[str, Any], outcome: Outcome, measured: Optional[float],
         message: str, low: Optional[float] = None) -> Finding:
     return Finding(metric=metric, labels=labels, outcome=outcome, measured=measured, unit=COUNT, low=low,
-                   message=message, source=SOURCE)
+                   message=message)
 
 
 def when(tick: BmcTick) -> str:
@@ -227,7 +227,7 @@ def judge_psus(ticks: Sequence[BmcTick], policy: Optional[PsuPolicy]) -> tuple[F
     return tuple(out)
 
 
-def psu_table(ticks: Sequence[BmcTick]) -> list[dict[str, Any]]:
+def psu_table(ticks: Sequence[BmcTick]) -> list[Psu]:
     """Per PSU: state before and worst during/after the load, peak input and output power, status."""
     rows: dict[str, dict[str, Any]] = {}
     for k in ticks:
@@ -242,4 +242,4 @@ def psu_table(ticks: Sequence[BmcTick]) -> list[dict[str, Any]]:
                     r[key] = v if r[key] is None else max(r[key], v)
             if p.status and (p.ok is False or not r["status"]):
                 r["status"] = p.status
-    return list(rows.values())
+    return [cast(Psu, r) for r in rows.values()]

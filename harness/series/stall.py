@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from harness import sections
 from harness.parsers.clockreasons import BITS, THROTTLING, decode
 from harness.series.observed import Proc, Tick, Window
 from harness.series.stallwords import mib, num, pct, rate, size
@@ -80,7 +81,7 @@ class ProcRef:
     comm: str
     what: str  # "read 78 GB", "used 1.9 cores"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> sections.Process:
         return {"pid": self.pid, "comm": self.comm, "what": self.what}
 
 
@@ -92,7 +93,7 @@ class Finding:
     devices: tuple[str, ...] = ()
     processes: tuple[ProcRef, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> sections.ObserveFinding:
         return {"resource": self.resource, "share": round(self.share, 3), "evidence": self.evidence,
                 "devices": list(self.devices), "processes": [p.to_dict() for p in self.processes]}
 

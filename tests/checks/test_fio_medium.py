@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from clihelp import PASS_PROFILE, QUICK_FIO, harness, results, run_dirs, write
 
-from harness.checks import fio_medium
-from harness.checks.fio_jobs import FioJob
+from harness.checks.fio import medium as fio_medium
+from harness.checks.fio.jobs import FioJob
 from harness.platform import storage
 
 DATA = Path(__file__).parents[1] / "data" / "storage"

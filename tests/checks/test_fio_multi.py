@@ -21,9 +21,9 @@ from pydantic import ValidationError
 from storagehelp import Loops, can_throttle, read_iops_limits
 
 from harness import siblings
-from harness.checks import fio_multi
 from harness.checks.base import CheckContext
 from harness.checks.fio import KIND, FioParams
+from harness.checks.fio import multi as fio_multi
 from harness.errors import GuardRefusal, HarnessError, SkipCheck, ToolError
 from harness.model import Metric, Outcome
 from harness.parsers import fio as fio_parser

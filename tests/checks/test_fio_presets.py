@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from harness.checks import fio_presets
 from harness.checks.base import CheckContext
 from harness.checks.fio import KIND
-from harness.checks.fio_jobs import FioParams, build_argv, estimate_s, persist_times
+from harness.checks.fio import presets as fio_presets
+from harness.checks.fio.jobs import FioParams, build_argv, estimate_s, persist_times
 from harness.parsers import fio as fio_parser
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None and os.environ.get("CI") != "true",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
-CHECKS = sorted((HARNESS / "checks").glob("*.py"))
+CHECKS = sorted((HARNESS / "checks").rglob("*.py"))  # the kinds and their packages (checks/fio/)
 # The judge (compare, and siblings which it calls), the record's own from_dict, and history's drift
 # check (judged after the run, from stored history, not from a check kind).
 BUILDERS = {"compare.py", "siblings.py", "model.py", "history/drift.py"}
@@ -44,7 +44,7 @@ def _offences(path: Path) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("path", CHECKS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", CHECKS, ids=lambda p: str(p.relative_to(HARNESS / "checks")))
 def test_no_check_kind_judges_itself(path: Path):
     assert _offences(path) == []
 

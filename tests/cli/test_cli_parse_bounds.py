@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from clihelp import harness
 
-from harness.run.session import PARSE_LIMIT
+from harness.cli.parse import PARSE_LIMIT
 
 
 def _refused(path: Path | str, why: str) -> None:

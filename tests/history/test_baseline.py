@@ -14,6 +14,7 @@ from historyhelp import derive, gpus, judge, load, quick_runs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from harness.checks.registry import kinds
 from harness.config import load_profile
 from harness.config.loader import LoadedProfile
 from harness.errors import UsageError
@@ -119,7 +120,7 @@ def test_gpu_runs_give_hardware_and_per_gpu_bands(golden: list[Path], tmp_path: 
     cap = baseline.capture(runs, "h200-golden", now=None)
     assert cap.doc["hardware"] == {"gpu": {"models": ["NVIDIA H200"], "count": 8}}
     out = tmp_path / "h200-golden.yaml"
-    baseline.write(cap, out)
+    baseline.write(cap, out, kinds())
     prof = load_profile(out)
     g3 = next(e for e in prof.profile.expectations if e.metric == "gpu.tflops" and e.labels == {"gpu": 3})
     assert g3.reference == 803.0 and g3.lower is not None and g3.upper is None

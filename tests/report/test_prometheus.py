@@ -170,7 +170,8 @@ def test_label_names_are_valid_and_never_clash_with_ours():
 def test_drift_is_a_relative_change_and_a_beyond_limit_flag():
     def judged(metric, labels, outcome, severity, measured, unit, reference, low, high, message):
         return Evaluation(metric=metric, labels=labels, outcome=outcome, severity=severity, measured=measured,
-                          unit=unit, reference=reference, low=low, high=high, reduce="each", message=message)
+                          unit=unit, reference=reference, low=low, high=high, reduce="each", message=message,
+                          source="drift: suite quarterly")  # as history's drift check sources them
 
     ev = [judged("gpu.temp_max", {"gpu": 3, "vs": "previous", "check": "burn"}, Outcome.FAIL, "fail",
                  80.0, "C", 64.0, None, 70.4, "drifted"),

@@ -119,6 +119,9 @@ def test_a_node_that_fails(tmp_path: Path, scenario, failing, message):
     if failing == "psu.ok":
         assert fails(check)["psu.ok"].endswith("s into the load: Presence detected, Power Supply AC lost")
         assert "PSU3 not OK" in (run_dir / "report.html").read_text()  # marked on the chart
+        # the series judge names no kind: the kind signs its verdicts
+        psu = {e["source"] for e in check["evaluations"] if e["metric"].startswith("psu.")}
+        assert psu == {"power_headroom"}
     assert "FAILED power" in out
 
 

@@ -1,6 +1,6 @@
 """The fio kind's jobs: params, command lines, the raw-device opt-in checks and running fio.
 
-Shared by the single-target kind (checks/fio) and the several-devices one (checks/fio_multi).
+Shared by the single-target kind (checks/fio) and the several-devices one (checks/fio/multi).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any, Literal, Optional, Union
 from pydantic import Field, field_validator, model_validator
 
 from harness import siblings
-from harness.checks import fio_presets
 from harness.checks.base import CheckContext, CheckOutput, Params
+from harness.checks.fio import presets as fio_presets
 from harness.config.numbers import WholeSeconds
 from harness.errors import GuardRefusal, ToolError
 from harness.model import Metric

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from harness.checks import fio_jobs as fio
-from harness.checks import fio_medium
 from harness.checks.base import CheckContext, CheckOutput, PlannedCommand
+from harness.checks.fio import jobs as fio
+from harness.checks.fio import medium as fio_medium
 from harness.errors import HarnessError, SkipCheck, ToolError
 from harness.model import Metric
 from harness.platform import blockdev, nvme, storage

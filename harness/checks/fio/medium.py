@@ -19,7 +19,7 @@ from harness.platform import storage
 from harness.units import parse_size
 
 if TYPE_CHECKING:
-    from harness.checks.fio_jobs import FioJob
+    from harness.checks.fio.jobs import FioJob
 
 MEMORY = "measured memory, not storage"
 

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
 from harness.checks.fio import KIND
-from harness.checks.fio_jobs import DEFAULT_JOBS, FioParams, budget_s, build_argv
+from harness.checks.fio.jobs import DEFAULT_JOBS, FioParams, budget_s, build_argv
 from harness.errors import HarnessError, ToolError, ToolTimeout
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None and os.environ.get("CI") != "true",

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from harness.model import RunRecord
-from harness.report.fmt import fmt_delta, fmt_value
+from harness.numfmt import fmt_delta, fmt_value
 from harness.report.html import findings
 from harness.report.outputs import write_reports
 

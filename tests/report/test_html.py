@@ -13,16 +13,8 @@ import pytest
 import report_samples as samples
 
 from harness.model import CheckResult, Outcome, RunRecord, Status, ToolRun
-from harness.report.fmt import (
-    digits_for,
-    fmt_band,
-    fmt_bytes,
-    fmt_delta,
-    fmt_duration,
-    fmt_num,
-    fmt_time,
-    fmt_value,
-)
+from harness.numfmt import digits_for, fmt_band, fmt_bytes, fmt_delta, fmt_duration, fmt_num, fmt_value
+from harness.report.fmt import fmt_time
 from harness.report.html import TAIL_BYTES, inventory_view, read_tail, render_html
 from harness.report.outputs import write_reports
 

@@ -3,11 +3,11 @@
 One fio invocation runs the jobs one after another (stonewall), JSON to a file under the
 run's raw directory. Targets: a fresh temporary directory (default), a fresh subdirectory
 of a given directory (always removed afterwards; a mounted array or filesystem is named in
-the details), a block device, or with `targets` several devices at once (checks/fio_multi);
-params, command lines and running fio live in checks/fio_jobs.
+the details), a block device, or with `targets` several devices at once (checks/fio/multi);
+params, command lines and running fio live in checks/fio/jobs.
 Writing to a raw device needs both opt-ins (suite `destructive: true` and --allow-destructive)
 and a device the data-loss guard (platform/blockdev) finds blank and unused. `preset` picks a
-named job set (checks/fio_presets).
+named job set (checks/fio/presets).
 """
 
 from __future__ import annotations
@@ -18,9 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from harness import catalog
-from harness.checks import fio_medium, fio_multi, fio_presets, needs
+from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, PlannedCommand
-from harness.checks.fio_jobs import (
+from harness.checks.fio import medium as fio_medium
+from harness.checks.fio import multi as fio_multi
+from harness.checks.fio import presets as fio_presets
+from harness.checks.fio.jobs import (
     FILE_SIZE,
     OUTPUT_NAME,
     TMPDIR,
