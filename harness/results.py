@@ -298,6 +298,28 @@ def validate(data: Any) -> list[tuple[str, str]]:
     return out
 
 
+def from_json(raw: bytes) -> RunRecord | None:
+    """A results.json's bytes parsed and validated in one pass by pydantic-core (strict; the
+    sections too), or None when that pass refuses them or they spell NaN or Infinity. Strict
+    accepts nothing that `validate` and RunRecord.from_dict refuse, so None loses nothing: the
+    caller reads the file as `load` does, which names the field."""
+    from pydantic import ValidationError  # start-up: pydantic loads only to validate
+
+    if b"NaN" in raw or b"Infinity" in raw or b'"format_version"' not in raw:
+        return None
+    try:
+        record: RunRecord = _adapter().validate_json(raw, strict=True)
+        if record.format_version != FORMAT_VERSION:
+            return None
+        _section(_Inventory).validate_python(record.inventory)
+        _section(_History).validate_python(record.history)
+        for check in record.checks:
+            _section(_Details).validate_python(check.details)
+    except ValidationError:
+        return None
+    return record
+
+
 def _sections_of_check(check: Any, where: tuple[str | int, ...]) -> list[tuple[str, str]]:
     from pydantic import ValidationError  # start-up: pydantic loads only to validate
 
