@@ -22,9 +22,9 @@ from harness.errors import RecordError, printable
 from harness.fleet import layout
 from harness.fleet.layout import Manifest, NodeJob, SeenJob
 from harness.fsutil import read_regular
-from harness.model import Outcome, RunRecord, Status
+from harness.model import CheckResult, Metric, Outcome, RunRecord, Status
 from harness.report.fmt import expectation_text, fmt_labels
-from harness.results import RESULTS
+from harness.results import RESULTS, RunDoc
 
 DRAIN_PREFIX = "harness:"
 # (check id, metric name, unit, labels, value): one measured value, as the fleet statistics read it
@@ -258,7 +258,10 @@ def load_record(run_dir: Path) -> tuple[RunRecord | None, str]:
     path = run_dir / RESULTS
     try:
         raw = _bytes(path)
-        return results.from_json(raw) or RunRecord.from_dict(_document(path, raw)), ""
+        doc = results.from_json(raw)
+        if doc is not None:
+            return _run_of(doc, whole=True)[0], ""
+        return RunRecord.from_dict(_document(path, raw)), ""
     except (OSError, RecordError, ValueError, RecursionError, KeyError, TypeError, AttributeError) as e:
         return None, _unusable(path, e)
 
@@ -268,10 +271,22 @@ def metric_rows(record: RunRecord) -> list[MetricRow]:
     return [(c.id, m.name, m.unit, m.labels, float(m.value)) for c in record.checks for m in c.metrics]
 
 
-def _without_metrics(record: RunRecord) -> RunRecord:
-    """The run without its metrics (rows carry them), but a recorded check's: its junit case counts them."""
-    return replace(record, checks=tuple(c if c.status is Status.RECORDED or not c.metrics
-                                        else replace(c, metrics=()) for c in record.checks))
+def _run_of(doc: RunDoc, whole: bool = False) -> tuple[RunRecord, list[MetricRow]]:
+    """The run of a validated document and every metric as a row; unless `whole`, the run comes
+    without its metrics (the rows carry them), but a recorded check's (its junit case counts them)."""
+    rows: list[MetricRow] = []
+    checks = []
+    for c in doc["checks"]:
+        metrics = c.get("metrics", ())
+        cid = c["id"]
+        rows += [(cid, m["name"], m["unit"], m.get("labels", {}), float(m["value"])) for m in metrics]
+        keep = whole or c["status"] is Status.RECORDED
+        kept = tuple(Metric(m["name"], float(m["value"]), m["unit"], m.get("labels", {}))
+                     for m in metrics) if keep else ()
+        fields: dict[str, Any] = {**c, "metrics": kept}
+        checks.append(CheckResult(**fields))
+    run: dict[str, Any] = {**doc, "checks": tuple(checks)}
+    return RunRecord(**run), rows
 
 
 def load_run(run_dir: Path) -> tuple[RunRecord | None, list[MetricRow], str]:
@@ -287,10 +302,19 @@ def load_run(run_dir: Path) -> tuple[RunRecord | None, list[MetricRow], str]:
     path = run_dir / RESULTS
     try:
         raw = _bytes(path)
-        record = results.from_json(raw) or RunRecord.from_dict(_document(path, raw))
+        doc = results.from_json(raw)
+        if doc is not None:
+            record, rows = _run_of(doc)
+            return record, rows, ""
+        record = RunRecord.from_dict(_document(path, raw))
     except (OSError, RecordError, ValueError, RecursionError, KeyError, TypeError, AttributeError) as e:
         return None, [], _unusable(path, e)
     return _without_metrics(record), metric_rows(record), ""
+
+
+def _without_metrics(record: RunRecord) -> RunRecord:
+    return replace(record, checks=tuple(c if c.status is Status.RECORDED or not c.metrics
+                                        else replace(c, metrics=()) for c in record.checks))
 
 
 def stream(fleet_dir: Path, manifest: Manifest,

@@ -7,6 +7,7 @@ MemoryError, and a results.json that is a symlink is not followed."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -14,12 +15,13 @@ from typing import Any
 import pytest
 from clihelp import harness
 from fleet_samples import record
+from pydantic import TypeAdapter
 from test_fleet_tampered import _run_dir, make_fleet
 
 from harness import results
 from harness.fleet import collect
 from harness.fleet.collect import load_record, load_run
-from harness.model import Status
+from harness.model import CheckResult, Metric, RunRecord, Status, ToolRun
 
 
 def test_a_clean_file_is_read_in_one_compiled_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -37,7 +39,7 @@ def test_a_clean_file_is_read_in_one_compiled_pass(tmp_path: Path, monkeypatch: 
     assert why == "" and rec is not None and rows == collect.metric_rows(whole)
     assert rec.verdict == whole.verdict and rec.inventory == whole.inventory
     assert all(c.metrics == () for c in rec.checks if c.status is not Status.RECORDED)
-    assert load_record(run_dir) == (whole, "")
+    assert load_record(run_dir) == (whole, "")  # the whole run, compiled too
 
 
 @pytest.mark.parametrize(("raw", "why"), [
@@ -80,3 +82,33 @@ def test_a_symlinked_results_json_is_not_followed(tmp_path: Path):
     path.symlink_to(elsewhere)
     rec, _, why = load_run(path.parent)
     assert rec is None and why.startswith(f"{path}: unreadable: OSError")
+
+
+@pytest.mark.parametrize(("doc", "cls"), [(results.RunDoc, RunRecord), (results.CheckDoc, CheckResult),
+                                          (results.MetricDoc, Metric)])
+def test_the_compiled_schema_has_the_record_s_fields(doc: Any, cls: Any):
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    assert set(doc.__annotations__) == set(fields)
+    needed = {n for n, f in fields.items()
+              if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    schema = TypeAdapter(doc).json_schema()  # Required[] as the compiled pass reads it
+    assert set(schema["required"]) - {"format_version"} == needed
+
+
+def test_the_compiled_read_gives_the_run_and_rows_of_the_whole_record(tmp_path: Path):
+    whole = record("n0", 100.0)
+    recorded = CheckResult("power", "command", Status.RECORDED, "", "2026-11-29T10:00:02Z", 1.0,
+                           (Metric("power.avg", 300.0, "W", {"gpu": 1, "b": "x"}),),
+                           tool_runs=(ToolRun(("nvidia-smi",), 0, 1.0, "o.txt", "e.txt"),),
+                           details={"telemetry": {"file": "t.json"}})
+    whole = dataclasses.replace(whole, checks=(*whole.checks, recorded), argv=("run",))
+    results.write(tmp_path, whole)
+    text = (tmp_path / "results.json").read_text().replace('"value": 100.0', '"value": 100', 1)
+    (tmp_path / "results.json").write_text(text)  # an integer where a float belongs: JSON allows it
+    assert results.from_json(text.encode()) is not None
+    rec, rows, why = load_run(tmp_path)
+    assert why == "" and rows == collect.metric_rows(whole)
+    assert all(type(r[4]) is float for r in rows)
+    stripped = tuple(c if c.status is Status.RECORDED else dataclasses.replace(c, metrics=())
+                     for c in whole.checks)
+    assert rec == dataclasses.replace(whole, checks=stripped)
