@@ -16,8 +16,9 @@ Two fleet shapes, both SYNTHETIC and written as full RunRecords on disk:
 
 Each report is a fresh child `python -m harness fleet report DIR` (fleet-jobs.json says COMPLETED,
 so no Slurm is asked); its wall time, CPU time and peak resident memory (ru_maxrss of that child,
-from wait4) are printed beside the floor's, run the same way in its own child. The check: every
-planted problem is in fleet.json, no other node is flagged or rejected, the control node ACCEPTED.
+from wait4) are printed beside the floor's, run the same way in its own child, and the ratio of each
+(CPU is the steadier one on a shared machine). The check: every planted problem is in fleet.json,
+no other node is flagged or rejected, the control node ACCEPTED.
 
 The figures are of a shared machine: print them with the load (os.getloadavg) beside them and
 compare alternated runs, not one number. 10,000 nodes take minutes to generate and report on a
@@ -265,7 +266,8 @@ def run(n: int, shape: str, keep: bool) -> tuple[dict[str, float], float, bool]:
               f"{gen:.0f} s; load {os.getloadavg()[0]:.1f}): report {fig['wall_s']:.2f} s wall / "
               f"{fig['cpu_s']:.2f} s CPU, peak {fig['maxrss_mib']:.0f} MiB; bare json.load "
               f"{floor['wall_s']:.2f} s wall / {floor['cpu_s']:.2f} s CPU, {floor['maxrss_mib']:.0f} MiB; "
-              f"ratio {ratio:.2f}x; planted {len(fleet.planted)}, wrong {len(wrong)}", flush=True)
+              f"ratio {ratio:.2f}x wall, {fig['cpu_s'] / floor['cpu_s']:.2f}x CPU; planted "
+              f"{len(fleet.planted)}, wrong {len(wrong)}", flush=True)
         for w in wrong:
             print(f"  {w}")
         return fig, ratio, not wrong
