@@ -1,6 +1,7 @@
 """Files made and read safely: atomic writes (a temporary file beside the target, fsync, rename
-over it), files made O_EXCL|O_NOFOLLOW, bounded reads that follow no symlink, and whether a file
-may be trusted (who owns it and every directory above it, who else may write them)."""
+over it), files made O_EXCL|O_NOFOLLOW, bounded reads (read_regular: a node's file, following no
+symlink; read_bounded: a run file, refused whole when too large), and whether a file may be
+trusted (who owns it and every directory above it, who else may write them)."""
 
 from __future__ import annotations
 
@@ -209,3 +210,31 @@ def load_recorded(run_dir: Path | None, info: Any, load: Callable[[Path], T]) ->
         return None
     except OSError as e:
         raise RecordError(path, "", f"cannot read: {why_not(e)}") from e
+
+
+class TooLarge(OSError):
+    """read_bounded met a file over its limit, or something that is not a regular file."""
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, never more held in memory: TooLarge
+    (an OSError saying why) for a larger file, a FIFO, a device or a directory. Opened without
+    blocking (a FIFO with no writer would wait forever) and checked once open; other OSErrors
+    (missing, unreadable) pass through as they are."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            what = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode)
+                    else "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a socket")
+            raise TooLarge(errno.EINVAL, f"is {what}, not a regular file", str(path))
+        if st.st_size > limit:
+            raise TooLarge(errno.EFBIG, too_large(st.st_size, limit), str(path))
+        data = f.read(limit + 1)
+    if len(data) > limit:  # it grew while read
+        raise TooLarge(errno.EFBIG, too_large(len(data), limit), str(path))
+    return data
+
+
+def too_large(size: int, limit: int) -> str:
+    return f"larger than {limit // (1024 * 1024)} MiB ({size} bytes): not read"

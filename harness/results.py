@@ -18,7 +18,7 @@ from typing import Any, Optional, Union
 from typing_extensions import Required, TypedDict
 
 from harness.errors import ConfigError, ConfigProblem, RecordError
-from harness.fsutil import atomic_write_json
+from harness.fsutil import TooLarge, atomic_write_json, read_bounded
 from harness.model import FORMAT_VERSION, VERDICTS, CheckResult, Evaluation, RunRecord, Status, ToolRun
 
 RESULTS = "results.json"
@@ -237,16 +237,29 @@ def write_check(run_dir: Path, result: CheckResult) -> None:
     atomic_write_json(run_dir / "checks" / f"{result.id}.json", result.to_dict())
 
 
+MAX_BYTES = 256 * 1024 * 1024  # a results.json or check file larger than this is not read
+
+
+def _read(path: Path) -> Any:
+    """The JSON document of a run file, read at most MAX_BYTES (a 6 GB sparse file is refused by its
+    size, never held in memory)."""
+    return json.loads(read_bounded(path, MAX_BYTES).decode("utf-8"))
+
+
+def _why(e: Exception) -> str:
+    return (e.strerror or "too large") if isinstance(e, TooLarge) else f"cannot read: {e}"
+
+
 def load(run_dir: Path) -> RunRecord:
     """Read and validate results.json of a run directory (ConfigError when it is not one, RecordError
     when a value in it is wrong)."""
     path = run_dir / RESULTS if run_dir.is_dir() else run_dir
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = _read(path)
     except FileNotFoundError:
         raise ConfigError([ConfigProblem(str(path), 1, 1, "no results.json: not a run directory")]) from None
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError([ConfigProblem(str(path), 1, 1, f"cannot read: {e}")]) from e
+        raise ConfigError([ConfigProblem(str(path), 1, 1, _why(e))]) from e
     except json.JSONDecodeError as e:
         raise ConfigError([ConfigProblem(str(path), e.lineno, e.colno, f"not JSON: {e.msg}")]) from e
     except RecursionError as e:
@@ -266,9 +279,9 @@ def load_check(path: Path) -> CheckResult:
     from pydantic import ValidationError  # start-up: pydantic loads only to validate
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = _read(path)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise RecordError(path, "", f"cannot read: {e}") from e
+        raise RecordError(path, "", _why(e)) from e
     try:
         _check_adapter().validate_python(data, strict=False)
         problems = _sections_of_check(data, ())
@@ -289,11 +302,11 @@ def load_validated(path: Path, schema: Any) -> Any:
     from pydantic import ValidationError  # start-up: pydantic loads only to validate
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = _read(path)
     except FileNotFoundError:
         raise
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise RecordError(path, "", f"cannot read: {e}") from e
+        raise RecordError(path, "", _why(e)) from e
     try:
         _section(schema).validate_python(data)
     except ValidationError as e:

@@ -16,6 +16,8 @@ pkgs+=(stress-ng)
 [ $want_test = 1 ] && pkgs+=(chromium e2fsprogs fdisk iperf3 stress-ng poppler-utils)  # poppler: pdftoppm, pdftotext
 # the data-loss guard's tests plant XFS and LVM headers past offset 0 on loop devices
 [ $want_test = 1 ] && pkgs+=(xfsprogs lvm2)
+# ... and make GPTs with sgdisk (partitions at 17 KiB, the backup table of a disk that grew)
+[ $want_test = 1 ] && pkgs+=(gdisk)
 # the storage tests run the real nvme-cli and smartctl (their errors on a node without NVMe)
 [ $want_test = 1 ] && pkgs+=(nvme-cli smartmontools)
 # the port-health tests run the real ibstat (its answer on a node without HCAs)

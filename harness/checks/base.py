@@ -106,12 +106,30 @@ class CheckContext:
         if res.timed_out:
             raise ToolTimeout(f"{cmd}: timed out after {timeout:g} s; process group killed",
                               argv=res.argv, rc=res.rc, output_tail=res.tail())
+        if res.overflowed:
+            raise ToolError(f"{cmd}: printed more than {proc.MAX_RAW_BYTES >> 20} MiB; stopped, process "
+                            f"group killed (what it printed is in {out.relative_to(rel).parent}/)",
+                            argv=res.argv, rc=res.rc, output_tail=res.tail())
         if check_rc and res.rc != 0:
             how = f"killed by signal {-res.rc}" if res.rc is not None and res.rc < 0 else f"exit {res.rc}"
             tail = res.tail(600)
             raise ToolError(f"{cmd}: {how}" + (f": {_last_line(tail)}" if tail else ""),
                             argv=res.argv, rc=res.rc, output_tail=tail)
         return res
+
+
+def cut_outputs(ctx: CheckContext) -> list[str]:
+    """Problems for the tool outputs of a check that were larger than the tail a parser reads."""
+    out = []
+    for rel in (f for t in ctx.tool_runs for f in (t.stdout_file, t.stderr_file)):
+        try:
+            size = (ctx.run_dir / rel).stat().st_size
+        except OSError:
+            continue
+        if size > proc.MAX_OUTPUT_BYTES:
+            out.append(f"tool output cut: only the last {proc.MAX_OUTPUT_BYTES >> 20} MiB of {rel} "
+                       f"({size} bytes) were parsed")
+    return out
 
 
 def _safe(name: str) -> str:

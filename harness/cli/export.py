@@ -41,6 +41,7 @@ def export(source: str | None, from_history: bool, store: Path | None, fmt: str 
             n = write.export(sources.history_source(db, source), fmt, output, sys.stdout)
         finally:
             db.close()
+            view.warn_problems(db)
     elif source is None:
         raise UsageError("give a run or fleet directory, or --history [NODE]")
     else:

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from harness.errors import UsageError
+from harness.errors import ConfigError, ConfigProblem, UsageError
 
 HISTORY_OPTION = click.option(
     "--history", "history", type=click.Path(dir_okay=False, path_type=Path), envvar="HARNESS_HISTORY",
@@ -81,6 +81,7 @@ def show(node: str | None, history: Path | None, as_json: bool) -> None:
         data: Any = hv.node_data(store, node) if node else hv.nodes_data(store)
     finally:
         store.close()
+        hv.warn_problems(store)
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
@@ -96,6 +97,7 @@ def show(node: str | None, history: Path | None, as_json: bool) -> None:
 def import_cmd(run_dirs: tuple[Path, ...], history: Path | None) -> None:
     """Add existing run directories to the history store (created when missing)."""
     # start-up: history loads only for this command, not for `harness --help`
+    from harness.history import view as hv
     from harness.history.record import import_runs, store_path
     from harness.history.store import open_store
 
@@ -103,14 +105,18 @@ def import_cmd(run_dirs: tuple[Path, ...], history: Path | None) -> None:
     if path is None:
         raise UsageError("history is switched off (HARNESS_HISTORY=off)")
     store = open_store(path)
+    unreadable: list[str] = []
     try:
-        rows = import_runs(store, list(run_dirs))
+        rows = import_runs(store, list(run_dirs), unreadable)
         names = {r.node_id: getattr(store.node(r.node_id), "name", str(r.node_id)) for r in rows}
     finally:
         store.close()
+        hv.warn_problems(store)
     for r in rows:
         click.echo(f"{r.run_id}: node {names[r.node_id]}, {r.verdict}")
     click.echo(f"imported {len(rows)} run(s) into {path}")
+    if unreadable:  # the others are in: each bad one named, exit 2
+        raise ConfigError([ConfigProblem("", 0, 0, p) for p in unreadable])
 
 
 @history.command("pin")

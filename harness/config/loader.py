@@ -18,7 +18,7 @@ from harness.catalog import METRICS, MetricSpec
 from harness.config.driftrules import merge_rules
 from harness.config.factrule import merge_fact_rules
 from harness.config.kinds import KindSpec, Params
-from harness.config.models import CheckSpec, Expectation, Profile, Settle, Suite
+from harness.config.models import CheckSpec, Contention, Expectation, Profile, Settle, Suite
 from harness.config.paths import find_profile, find_suite, package_dir, why_untrusted
 from harness.config.problems import Doc, did_you_mean, show
 from harness.config.yamlload import Locator, PathKey, load_yaml
@@ -40,6 +40,7 @@ class ResolvedCheck(Generic[K]):
     repeat: int
     tags: tuple[str, ...]
     settle: Settle = field(default_factory=Settle)  # type: ignore[arg-type]
+    contention: Contention = field(default_factory=Contention)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -171,7 +172,8 @@ def _suite_from(path: Path, data: Any, loc: Locator, kinds: Mapping[str, K]) -> 
                       timeout_s=spec.timeout if spec.timeout is not None else d.timeout,
                       repeat=spec.repeat if spec.repeat is not None else d.repeat,
                       tags=tuple(dict.fromkeys([*d.tags, *spec.tags])),
-                      settle=spec.settle.over(d.settle) if spec.settle else d.settle)
+                      settle=spec.settle.over(d.settle) if spec.settle else d.settle,
+                      contention=spec.contention.over(d.contention) if spec.contention else d.contention)
         for i, spec in enumerate(suite.checks))
     return LoadedSuite(path=path, suite=suite, checks=checks)
 

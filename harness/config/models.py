@@ -147,11 +147,26 @@ class Settle(Strict):
         return base.model_copy(update={k: getattr(self, k) for k in self.model_fields_set})
 
 
+class Contention(Strict):
+    """The contention gate of a check that measures: competing load recorded before and during it;
+    a measurement under contention waits (bounded) or is ERRORED (harness/run/contention.py)."""
+
+    enabled: Optional[bool] = Field(None, description="null: every kind that loads the node is gated; "
+                                    "true/false: this check is or is not")
+    timeout: Seconds = Field(60.0, description="longest wait for the competing load to go before the "
+                             "check; past it the check is ERRORED 'contended: ...'")
+
+    def over(self, base: Contention) -> Contention:
+        """These settings where given, `base`'s (the suite's defaults) elsewhere."""
+        return base.model_copy(update={k: getattr(self, k) for k in self.model_fields_set})
+
+
 class Defaults(Strict):
     timeout: Seconds = 1800.0
     repeat: int = Field(1, ge=1, le=1000)
     tags: list[str] = Field(default_factory=list)
     settle: Settle = Field(default_factory=Settle)  # type: ignore[arg-type]
+    contention: Contention = Field(default_factory=Contention)  # type: ignore[arg-type]
 
 
 class CheckSpec(Strict):
@@ -168,6 +183,8 @@ class CheckSpec(Strict):
     destructive: bool = Field(False, description="suite half of the raw-device write opt-in")
     expect: list[Expectation] = Field(default_factory=list, description="suite-level expectations")
     settle: Optional[Settle] = Field(None, description="the settle gate's settings for this check")
+    contention: Optional[Contention] = Field(None, description="the contention gate's settings for "
+                                             "this check")
 
 
 class Suite(Strict):

@@ -18,6 +18,7 @@ from typing import Any
 
 from harness.config.driftrules import MIN_RATE_DAYS, DriftRule
 from harness.history.identity import NodeIdentity, part_of
+from harness.history.series import older_digest
 from harness.model import MEASURED, Evaluation, Metric, Outcome, join_labels
 from harness.numfmt import fmt_value
 
@@ -126,7 +127,6 @@ def evaluate(rules: Sequence[SourcedRule], current: Mapping[SeriesKey, tuple[flo
     for sr in rules:
         rule = sr.rule
         keys = sorted((k for k in current if selects(rule, k)), key=SeriesKey.text)
-        what = "go-live" if rule.vs == "golive" else "previous run"
         if not keys:
             notes.append(f"{_rule_text(rule)}: no such metric measured in this run")
             continue
@@ -134,15 +134,37 @@ def evaluate(rules: Sequence[SourcedRule], current: Mapping[SeriesKey, tuple[flo
             value, unit = current[key]
             ref = reference(key, rule.vs, golive, previous)
             if ref is None:
-                base = golive if rule.vs == "golive" else previous
-                why = f"no {what} yet to compare with" if base is None else \
-                    f"the {what} ({base.run_id}) has no value of this series (other parameters or part)"
-                notes.append(f"{key.text()}: {why}" + (f" (part {key.part})" if key.part else ""))
+                notes.append(f"{key.text()}: {why_missing(key, rule.vs, golive, previous)}"
+                             + (f" (part {key.part})" if key.part else ""))
                 continue
             then = parse_time(ref.started)
             days = (now - then).total_seconds() / 86400 if now and then else None
             evals.append(_judge(sr, key, value, unit, ref, days))
     return DriftOutcome(tuple(evals), tuple(notes))
+
+
+def why_missing(key: SeriesKey, vs: str, golive: RunPoint | None, previous: RunPoint | None) -> str:
+    """Why the go-live (vs "golive") or previous run has no value to compare `key` with, in words."""
+    what = "go-live" if vs == "golive" else "previous run"
+    base = golive if vs == "golive" else previous
+    if base is None:
+        return f"no {what} yet to compare with" + (
+            " (no accepted run of an acceptance suite; pin one: harness history pin RUN --as go-live)"
+            if vs == "golive" else "")
+    head = f"the {what} ({base.run_id}" + (f", suite {base.suite}" if base.suite else "") + ")"
+    same = [k for k in base.values if (k.check, k.metric, k.labels) == (key.check, key.metric, key.labels)]
+    if any(k.params == key.params and k.part != key.part for k in same):
+        return f"{head} measured this on another part: swapped since"
+    theirs = base.params.get(key.check, "")
+    if older_digest(theirs) and not older_digest(key.params):
+        return (f"{head} was recorded by an older harness whose series counted run lengths as parameters: "
+                "re-run acceptance, or pin a newer run (harness history pin RUN --as go-live)")
+    if same or (key.check in base.params and theirs != key.params):
+        return (f"{head} ran check {key.check} with parameters that measure something else (block size, "
+                "engine, dtype, message sizes, tests; a longer or shorter run would pair)")
+    if key.check not in base.params and not any(k.check == key.check for k in base.values):
+        return f"{head} did not run check {key.check}"
+    return f"{head} measured no value of this series (check {key.check} gave other labels or none)"
 
 
 def _rule_text(rule: DriftRule) -> str:

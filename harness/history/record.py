@@ -22,12 +22,21 @@ from typing import Any
 from harness import results
 from harness.compare import status_of
 from harness.config.driftrules import DriftRule
-from harness.errors import HarnessError
-from harness.history.drift import VALID, RunPoint, SeriesKey, SourcedRule, collapse, reference, selects
+from harness.errors import ConfigError, HarnessError
+from harness.history.drift import (
+    VALID,
+    RunPoint,
+    SeriesKey,
+    SourcedRule,
+    collapse,
+    reference,
+    selects,
+    why_missing,
+)
 from harness.history.drift import evaluate as evaluate_drift
 from harness.history.identity import NodeIdentity, changes, identity_of
 from harness.history.series import better_of, golive_of, suite_params
-from harness.history.store import RunRow, Store, open_store
+from harness.history.store import RunRow, Store, open_store, problems_text
 from harness.model import CheckResult, Evaluation, RunRecord, Status
 
 OFF = ("off", "none", "no", "false", "0")
@@ -93,10 +102,14 @@ class RunHistory:
                 self.path = None
                 return record
         try:
-            return annotate(record, self.store, self.rules)
+            annotated = annotate(record, self.store, self.rules)
         except (HarnessError, sqlite3.Error) as e:
-            _warn(f"{e}; no trends or drift in this report")
+            _warn(f"{e}; no trends or drift in this report, and this run is not recorded")
+            self.close()  # a store that cannot be read is not written to either: one warning
             return record
+        if note := problems_text(self.store):
+            _warn(f"{note}; trends and drift leave them out")
+        return annotated
 
     def keep(self, record: RunRecord, run_dir: Path) -> None:
         """Record the run (as it is written) in the store, then close it."""
@@ -200,7 +213,8 @@ def annotate(record: RunRecord, store: Store, rules: Sequence[SourcedRule]) -> R
     snapshot = snapshot_of(record, ident, node_id, rows, points, current, rules,
                            drift_check.evaluations if drift_check else (), store.path,
                            golive, previous, pinned is not None and golive is not None
-                           and golive.run_id == pinned)
+                           and golive.run_id == pinned,
+                           tuple(drift_check.details.get("notes", ())) if drift_check else ())
     return replace(record, checks=tuple(checks), history=snapshot)
 
 
@@ -233,8 +247,10 @@ def _point(p: RunPoint | None, **extra: Any) -> dict[str, Any] | None:
 def snapshot_of(record: RunRecord, ident: NodeIdentity, node_id: int | None, rows: Sequence[RunRow],
                 points: Sequence[RunPoint], current: Mapping[SeriesKey, tuple[float, str]],
                 rules: Sequence[SourcedRule], drift_evals: Sequence[Evaluation], path: str,
-                golive: RunPoint | None, previous: RunPoint | None, pinned: bool = False) -> dict[str, Any]:
-    """Plain JSON for results.json: node, go-live/previous runs, changes, events and trends."""
+                golive: RunPoint | None, previous: RunPoint | None, pinned: bool = False,
+                not_compared: Sequence[str] = ()) -> dict[str, Any]:
+    """Plain JSON for results.json: node, go-live/previous runs, changes, events, trends, and the
+    drift rules' series that had no earlier value to compare with, each with why."""
     events: list[dict[str, Any]] = []
     chain = [(r.run_id, r.started, r.identity) for r in rows] + [(record.run_id, record.started, ident)]
     for (_, _, a), (run_id, started, b) in pairwise(chain):
@@ -250,6 +266,7 @@ def snapshot_of(record: RunRecord, ident: NodeIdentity, node_id: int | None, row
         "changes": since_previous,
         "events": events[-MAX_EVENTS:],
         "drifted": [e.to_dict() for e in drift_evals if e.outcome.value in ("warn", "fail")],
+        "not_compared": list(not_compared),
         "trends": trends(record, current, points, rules, golive, previous),
     }
 
@@ -283,6 +300,7 @@ def trends(record: RunRecord, current: Mapping[SeriesKey, tuple[float, str]],
             + [{"run_id": record.run_id, "started": record.started, "verdict": record.verdict,
                 "value": value}],
             "golive": None if golive is None else {"run_id": golive.run_id, "value": golive.values[key]},
+            "golive_missing": None if golive is not None else why_missing(key, "golive", golive_run, None),
             "previous": None if prev is None else {"run_id": prev.run_id, "value": prev.values[key]},
             "current": value, "low": low, "high": high,
         })
@@ -303,8 +321,18 @@ def _band(record: RunRecord, key: SeriesKey) -> tuple[float | None, float | None
 
 # ---------------------------------------------------------------- import
 
-def import_runs(store: Store, run_dirs: Sequence[Path]) -> list[RunRow]:
-    """Record existing run directories (results.json as written); returns the stored rows."""
-    records = [(d, results.load(d)) for d in run_dirs]
+def import_runs(store: Store, run_dirs: Sequence[Path], problems: list[str] | None = None) -> list[RunRow]:
+    """Record existing run directories (results.json as written); returns the stored rows.
+
+    With `problems`, a run that cannot be read (too large, not JSON, a value the schema refuses)
+    adds its one line there and the others are still recorded; without, it raises."""
+    records = []
+    for d in run_dirs:
+        try:
+            records.append((d, results.load(d)))
+        except ConfigError as e:
+            if problems is None:
+                raise
+            problems.extend(str(p) for p in e.problems)
     records.sort(key=lambda x: (x[1].started, x[1].run_id))  # oldest first: nodes resolve in order
     return [store.record(rec, d if d.is_dir() else d.parent) for d, rec in records]

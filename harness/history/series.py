@@ -1,9 +1,13 @@
 """Which runs may be compared: series identity, acceptance suites and the go-live run. Pure.
 
-A series is suite name + check id + a digest of the check's effective parameters (+ metric and
-labels): smoke's 4-second `fio-quick` and quarterly's 10-second one are different series, so
-neither trends nor drift nor `compare` pairs them. A run records its suite's tags and one
-parameter digest per check (RunRecord.suite["tags"] and ["params"]).
+A series is check id + a digest of the parameters that decide what the check measures (+ metric
+and labels). Which parameters those are is decided here, once, for every kind: the ones in
+SPAN_PARAMS set how long, how often or how closely a check measures (fio `runtime`, a burn's
+`duration`, nccl `iters`, a telemetry period), so a 10-second fio job measures what a 4-second
+one does and the acceptance and quarterly suites pair; everything else (block size, queue depth,
+engine, dtype, message sizes, the tests run) changes the measurement, so a different block size
+is another series that trends, drift and `compare` never pair. A run records its suite's tags
+and one parameter digest per check (RunRecord.suite["tags"] and ["params"]).
 """
 
 from __future__ import annotations
@@ -18,11 +22,35 @@ from harness import catalog
 ACCEPTANCE_TAGS = frozenset({"acceptance", "go-live", "golive"})
 
 
+# Parameters (at any depth: a fio job's `runtime` too) that set how long, how often or how closely
+# a check measures, not what: two runs differing only in these measure the same series.
+SPAN_PARAMS = frozenset({
+    "duration", "runtime", "duration_s", "ramp_time", "warmup", "iters", "iterations", "cooldown",
+    "telemetry_period", "window_s", "interval", "settle_s", "timeout"})
+
+
+def comparable(params: Any) -> Any:
+    """`params` without SPAN_PARAMS at any depth: what decides what a check measures."""
+    if isinstance(params, Mapping):
+        return {k: comparable(v) for k, v in params.items() if k not in SPAN_PARAMS}
+    if isinstance(params, (list, tuple)):
+        return [comparable(v) for v in params]
+    return params
+
+
+DIGEST_PREFIX = "m1:"  # digests of comparable parameters; older runs' digests counted every parameter
+
+
 def params_digest(kind: str, params: Mapping[str, Any], repeat: int = 1) -> str:
-    """A short digest of a check's kind, effective parameters and repeat count (canonical JSON)."""
-    text = json.dumps({"kind": kind, "params": params, "repeat": repeat}, sort_keys=True,
+    """A short digest of a check's kind, comparable parameters and repeat count (canonical JSON)."""
+    text = json.dumps({"kind": kind, "params": comparable(params), "repeat": repeat}, sort_keys=True,
                       ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return DIGEST_PREFIX + hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def older_digest(digest: str) -> bool:
+    """A digest recorded before SPAN_PARAMS (it counted durations too): it pairs with nothing new."""
+    return bool(digest) and not digest.startswith(DIGEST_PREFIX)
 
 
 def is_acceptance(tags: Iterable[str]) -> bool:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from harness.errors import StorageError
+from harness.history import rows
 from harness.history.drift import VALID
 from harness.history.identity import NodeIdentity, identity_of, same_node
 from harness.history.series import suite_params, suite_tags
@@ -113,6 +114,7 @@ class Store(Protocol):
     """What history needs from a database; SqliteStore is the one implementation."""
 
     path: str
+    problems: list[str]  # the rows skipped as unreadable, each named
 
     def record(self, record: RunRecord, run_dir: Path | None = None) -> RunRow: ...
     def resolve(self, identity: NodeIdentity) -> NodeRow | None: ...
@@ -136,6 +138,7 @@ class SqliteStore:
 
     def __init__(self, path: Path | str) -> None:
         self.path = str(path)
+        self.problems: list[str] = []
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -154,7 +157,11 @@ class SqliteStore:
         with self.db:
             self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            version = int(row[0]) if row else 0
+            try:
+                version = int(row[0]) if row else 0
+            except (TypeError, ValueError):
+                raise StorageError(f"history store {self.path}: meta schema_version is {row[0]!r:.40}, "
+                                   "not a number (an edited or damaged store: move it aside)") from None
             if version > SCHEMA_VERSION:
                 raise StorageError(f"history store {self.path} has schema version {version}; this "
                                    f"harness knows up to {SCHEMA_VERSION} (upgrade the harness)")
@@ -188,7 +195,7 @@ class SqliteStore:
             with self.db:
                 old = self.db.execute("SELECT node_id FROM runs WHERE run_id = ?",
                                       (record.run_id,)).fetchone()
-                node = self.node(int(old[0])) if old else self.resolve(ident)
+                node = self.node(old[0]) if old and isinstance(old[0], int) else self.resolve(ident)
                 node_id = self._upsert_node(node, ident, record.started)
                 self.db.execute("DELETE FROM runs WHERE run_id = ?", (record.run_id,))
                 self.db.execute(
@@ -236,7 +243,7 @@ class SqliteStore:
         return row
 
     def pinned(self, node_id: int, kind: str) -> str | None:
-        row = self.db.execute("SELECT run_id FROM pins WHERE node_id = ? AND kind = ?",
+        row = self._read("SELECT run_id FROM pins WHERE node_id = ? AND kind = ?",
                               (node_id, kind)).fetchone()
         return str(row[0]) if row else None
 
@@ -244,10 +251,9 @@ class SqliteStore:
     def resolve(self, identity: NodeIdentity) -> NodeRow | None:
         """The known node this identity belongs to: system serial, then parts, then hostname."""
         if identity.system_serial:
-            row = self.db.execute("SELECT * FROM nodes WHERE system_serial = ?",
-                                  (identity.system_serial,)).fetchone()
-            if row:
-                return NodeRow(*row)
+            row = self._read(_SELECT_NODES + " WHERE system_serial = ?", (identity.system_serial,)).fetchone()
+            if row and (found := self._node_row(row)):
+                return found
         best: NodeRow | None = None
         for node in self.nodes():
             last = self._last_identity(node.node_id)
@@ -258,16 +264,17 @@ class SqliteStore:
         return best
 
     def _last_identity(self, node_id: int) -> NodeIdentity | None:
-        row = self.db.execute("SELECT identity FROM runs WHERE node_id = ? ORDER BY started DESC LIMIT 1",
-                              (node_id,)).fetchone()
-        return NodeIdentity.from_dict(json.loads(row[0])) if row else None
+        row = self._read("SELECT run_id, identity FROM runs WHERE node_id = ? ORDER BY started DESC LIMIT 1",
+                         (node_id,)).fetchone()
+        return self._checked(f"runs row {row[0]!r:.60}", rows.identity, row[1]) if row else None
 
     def nodes(self) -> list[NodeRow]:
-        return [NodeRow(*r) for r in self.db.execute("SELECT * FROM nodes ORDER BY name, node_id")]
+        found = (self._node_row(r) for r in self._read(_SELECT_NODES + " ORDER BY name, node_id"))
+        return [n for n in found if n is not None]
 
     def node(self, node_id: int) -> NodeRow | None:
-        row = self.db.execute("SELECT * FROM nodes WHERE node_id = ?", (node_id,)).fetchone()
-        return NodeRow(*row) if row else None
+        row = self._read(_SELECT_NODES + " WHERE node_id = ?", (node_id,)).fetchone()
+        return self._node_row(row) if row else None
 
     def find_node(self, text: str) -> NodeRow | None:
         """A node by id, current or past hostname, system serial, or a GPU/NVMe serial."""
@@ -276,9 +283,9 @@ class SqliteStore:
         for sql in ("SELECT node_id FROM nodes WHERE name = ? OR system_serial = ?",
                     "SELECT node_id FROM runs WHERE hostname = ? OR system_serial = ? "
                     "ORDER BY started DESC"):
-            row = self.db.execute(sql, (text, text)).fetchone()
-            if row:
-                return self.node(int(row[0]))
+            row = self._read(sql, (text, text)).fetchone()
+            if row and isinstance(row[0], int) and (found := self.node(row[0])):
+                return found
         for node in self.nodes():
             ident = self._last_identity(node.node_id)
             if ident and (text in ident.gpu_idents or text in ident.nvme_serials):
@@ -287,37 +294,84 @@ class SqliteStore:
 
     def runs(self, node_id: int) -> list[RunRow]:
         """The node's runs, oldest first."""
-        cur = self.db.execute(_SELECT_RUNS + " WHERE node_id = ? ORDER BY started, run_id", (node_id,))
-        return [_run_row(r) for r in cur]
+        cur = self._read(_SELECT_RUNS + " WHERE node_id = ? ORDER BY started, run_id", (node_id,))
+        found = (self._checked(f"runs row {r[0]!r:.60}", _run_row, r) for r in cur)
+        return [r for r in found if r is not None]
 
     def run(self, run_id: str) -> RunRow | None:
-        row = self.db.execute(_SELECT_RUNS + " WHERE run_id = ?", (run_id,)).fetchone()
-        return _run_row(row) if row else None
+        row = self._read(_SELECT_RUNS + " WHERE run_id = ?", (run_id,)).fetchone()
+        return self._checked(f"runs row {row[0]!r:.60}", _run_row, row) if row else None
 
     def metrics(self, run_ids: Sequence[str]) -> dict[str, list[tuple[str, Metric]]]:
         """(check id, metric) pairs of each run."""
         out: dict[str, list[tuple[str, Metric]]] = {r: [] for r in run_ids}
         for chunk in _chunks(list(run_ids), 500):
             marks = ",".join("?" * len(chunk))
-            cur = self.db.execute(f"SELECT run_id, check_id, name, labels, value, unit FROM metrics "  # noqa: S608
-                                  f"WHERE run_id IN ({marks}) ORDER BY rowid", chunk)
-            for run_id, check_id, name, labels, value, unit in cur:
-                out[run_id].append((check_id, Metric(name, float(value), unit, json.loads(labels))))
+            cur = self._read(f"SELECT rowid, run_id, check_id, name, labels, value, unit FROM metrics "  # noqa: S608
+                             f"WHERE run_id IN ({marks}) ORDER BY rowid", chunk)
+            for rowid, run_id, *row in cur:
+                got = self._checked(f"metrics row {rowid} (run {run_id!r:.60})", _metric, row)
+                if got is not None and run_id in out:
+                    out[run_id].append(got)
         return out
+
+    def _read(self, sql: str, args: Sequence[object] = ()) -> sqlite3.Cursor:
+        """A query of the store; StorageError (one line) when the store cannot answer it."""
+        try:
+            return self.db.execute(sql, args)
+        except sqlite3.Error as e:
+            raise StorageError(f"history store {self.path}: cannot read: {e} "
+                               "(an edited or damaged store: move it aside)") from e
+
+    def _checked(self, where: str, read: Callable[[Any], T], row: Any) -> T | None:
+        """read(row), or None with `where` and what is wrong added to `problems`."""
+        try:
+            return read(row)
+        except rows.BadRow as e:
+            if (note := f"{where}: {e}") not in self.problems:
+                self.problems.append(note)
+            return None
+
+    def _node_row(self, r: Sequence[object]) -> NodeRow | None:
+        return self._checked(f"nodes row {r[0]!r:.20}", _node, r)
 
 
 _SELECT_RUNS = ("SELECT run_id, node_id, hostname, identity, suite, profile, verdict, started, finished, "
                 "run_dir, params, tags FROM runs")
 
 
+_SELECT_NODES = "SELECT node_id, name, system_serial, first_seen, last_seen FROM nodes"
+T = TypeVar("T")
+
+
 def _run_row(r: Sequence[object]) -> RunRow:
-    params = json.loads(str(r[10])) if r[10] else {}
-    tags = json.loads(str(r[11])) if r[11] else []
-    return RunRow(str(r[0]), int(str(r[1])), str(r[2]),
-                  NodeIdentity.from_dict(json.loads(str(r[3]))), str(r[4]), str(r[5]), str(r[6]),
-                  str(r[7]), str(r[8]), None if r[9] is None else str(r[9]),
-                  {str(k): str(v) for k, v in params.items()} if isinstance(params, dict) else {},
-                  tuple(str(t) for t in tags) if isinstance(tags, list) else ())
+    """A runs row as stored (BadRow naming the column when one is not what the schema says)."""
+    t = rows.text
+    return RunRow(t(r[0], "run_id"), rows.integer(r[1], "node_id"), t(r[2], "hostname"),
+                  rows.identity(r[3]), t(r[4], "suite"), t(r[5], "profile"), t(r[6], "verdict"),
+                  t(r[7], "started"), t(r[8], "finished"), rows.optional_text(r[9], "run_dir"),
+                  rows.params(r[10]), rows.tags(r[11]))
+
+
+def _node(r: Sequence[object]) -> NodeRow:
+    return NodeRow(rows.integer(r[0], "node_id"), rows.text(r[1], "name"),
+                   rows.optional_text(r[2], "system_serial"), rows.text(r[3], "first_seen"),
+                   rows.text(r[4], "last_seen"))
+
+
+def _metric(r: Sequence[object]) -> tuple[str, Metric]:
+    check_id, name, labels, value, unit = r
+    return rows.text(check_id, "check_id"), Metric(rows.text(name, "name"), rows.number(value, "value"),
+                                                   rows.text(unit, "unit"), rows.labels(labels))
+
+
+def problems_text(store: Store, limit: int = 3) -> str | None:
+    """One line naming the rows `store` skipped as unreadable so far; None when there were none."""
+    if not store.problems:
+        return None
+    more = len(store.problems) - limit
+    return (f"history store {store.path}: {len(store.problems)} unreadable row(s) skipped (edited or "
+            f"damaged?): " + "; ".join(store.problems[:limit]) + (f"; and {more} more" if more > 0 else ""))
 
 
 def _on_network_fs(path: Path) -> bool:

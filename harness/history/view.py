@@ -17,7 +17,7 @@ from harness.errors import UsageError
 from harness.history.drift import SeriesKey, collapse
 from harness.history.identity import changes
 from harness.history.record import KEY_METRICS, store_path
-from harness.history.store import Store, open_store
+from harness.history.store import Store, open_store, problems_text
 from harness.model import RunRecord
 from harness.report.fmt import fmt_num
 
@@ -157,6 +157,18 @@ def load_run(ref: str, history: str | Path | None) -> RunRecord:
             row = store.run(ref)
         finally:
             store.close()
+            warn_problems(store)
         if row is not None and row.run_dir and Path(row.run_dir).exists():
             return results.load(Path(row.run_dir))
     raise UsageError(f"{ref}: neither a run directory nor a run id in the history store")
+
+
+_WARNED: set[str] = set()
+
+
+def warn_problems(store: Store) -> None:
+    """The one warning line naming the rows `store` skipped as unreadable, if any, on stderr
+    (once per command, however often the store was opened)."""
+    if (note := problems_text(store)) and note not in _WARNED:
+        _WARNED.add(note)
+        print(f"warning: {note}", file=sys.stderr)

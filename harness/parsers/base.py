@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -32,19 +33,82 @@ def last_line(text: str, limit: int = 300) -> str:
     return lines[-1][:limit] if lines else ""
 
 
+MAX_JSON_DEPTH = 64  # deeper than any tool's JSON; deeper ones would exhaust the recursion limit
+_JSON_MARK = re.compile(r'[{}\[\]"]')
+_JSON_STRING = re.compile(r'"[^"\\\x00-\x1f]*(?:\\.[^"\\\x00-\x1f]*)*"')
+
+
+def _object_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of every brace-balanced `{...}` in `text` nested at most MAX_JSON_DEPTH deep,
+    by start; one linear pass that skips JSON strings (only inside braces: text around is prose)."""
+    spans: list[tuple[int, int]] = []
+    starts: list[int] = []  # the open brackets: where, which, the deepest level reached inside
+    kinds: list[str] = []
+    deepest: list[int] = []
+    search, string = _JSON_MARK.search, _JSON_STRING.match
+    pos = 0
+    while (m := search(text, pos)) is not None:
+        ch, pos = m.group(), m.end()
+        if ch == '"':
+            if starts:
+                if (s := string(text, pos - 1)) is None:
+                    del starts[:], kinds[:], deepest[:]  # no JSON holds that string
+                else:
+                    pos = s.end()
+        elif ch == "{" or ch == "[":
+            starts.append(pos - 1)
+            kinds.append(ch)
+            deepest.append(len(starts))
+        elif starts:
+            start, kind, inner = starts.pop(), kinds.pop(), deepest.pop()
+            if kind != ("{" if ch == "}" else "["):
+                del starts[:], kinds[:], deepest[:]
+                continue
+            if deepest and inner > deepest[-1]:
+                deepest[-1] = inner
+            if ch == "}" and inner - len(starts) <= MAX_JSON_DEPTH:
+                spans.append((start, pos))
+    spans.sort()
+    return spans
+
+
 def json_objects(text: str) -> Iterator[dict[str, Any]]:
-    """Every top-level JSON object in `text`, in order, skipping text that does not decode."""
+    """Every top-level JSON object in `text`, in order, skipping text that does not decode.
+
+    Linear in the text: only brace-balanced spans are decoded, each at most a few times over
+    (hostile text such as a million "{" is given up on, never decoded a million times)."""
     decoder = json.JSONDecoder()
-    pos = text.find("{")
-    while pos != -1:
+    budget = 4 * len(text) + 65536
+    done = 0
+    for start, end in _object_spans(text):
+        if start < done:
+            continue  # inside an object already yielded
+        budget -= end - start
+        if budget < 0:
+            return
         try:
-            obj, end = decoder.raw_decode(text, pos)
-        except ValueError:
-            pos = text.find("{", pos + 1)
+            obj, _ = decoder.raw_decode(text[start:end])
+        except (ValueError, RecursionError):
             continue
         if isinstance(obj, dict):
             yield obj
-        pos = text.find("{", end)  # a complete object: go on after it
+            done = end
+
+
+def check_json_depth(text: str) -> None:
+    """ValueError when the JSON in `text` nests deeper than MAX_JSON_DEPTH (json would recurse)."""
+    depth = deepest = 0
+    for m in _JSON_MARK.finditer(_JSON_STRING.sub('""', text)):
+        depth += 1 if m.group() in "{[" else -1 if m.group() in "}]" else 0
+        deepest = max(deepest, depth)
+    if deepest > MAX_JSON_DEPTH:
+        raise ValueError(f"JSON nested {deepest} levels deep (more than {MAX_JSON_DEPTH})")
+
+
+def json_document(text: str) -> Any:
+    """json.loads of a whole document, refusing one nested deeper than MAX_JSON_DEPTH (ValueError)."""
+    check_json_depth(text)
+    return json.loads(text)
 
 
 def finite(tok: str) -> Optional[float]:

@@ -11,12 +11,11 @@ mem_errors}, labels `gpu` and `dtype`; tflops counts the timed products only.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
 from harness.model import Metric
-from harness.parsers.base import ParseResult, invalid
+from harness.parsers.base import ParseResult, invalid, json_document
 from harness.units import COUNT, TFLOPS
 
 KIND = "builtin-burn"
@@ -28,7 +27,7 @@ def _events(text: str) -> list[dict[str, Any]]:
         line = line.strip()
         if line.startswith("{"):
             try:
-                obj = json.loads(line)
+                obj = json_document(line)
             except ValueError:
                 continue
             if isinstance(obj, dict) and isinstance(obj.get("event"), str):

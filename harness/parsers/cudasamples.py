@@ -31,7 +31,7 @@ _RESULT = re.compile(r"^Result\s*=\s*(\w+)")
 _DIRECTIONS = {"Host to Device": "h2d", "Device to Host": "d2h", "Device to Device": "d2d"}
 BANDWIDTH_TEST, P2P_TEST = "bandwidthTest", "p2pBandwidthLatencyTest"
 _TO_GBPS = {"GB/s": 1.0, "MB/s": 1024.0 * 1000 / 1e9}
-_DEVICE = re.compile(r"^Device[:\s]+(\d+)[:,]\s*(.+?)(?:,\s*pciBusID.*)?$")
+_DEVICE = re.compile(r"^Device[:\s]+(\d{1,9})[:,]\s*(.+?)(?:,\s*pciBusID.*)?$")
 
 
 def parse_bandwidthtest(text: str) -> ParseResult:
@@ -62,7 +62,7 @@ def parse_bandwidthtest(text: str) -> ParseResult:
             devices[f"gpu{m.group(1)}"] = m.group(2)
         elif section is not None and unit is not None:
             toks = s.split()
-            value = finite(toks[1]) if len(toks) == 2 and toks[0].isdigit() else None
+            value = finite(toks[1]) if len(toks) == 2 and toks[0].isdecimal() and len(toks[0]) < 20 else None
             if value is not None:
                 metrics.append(_bandwidth_metric(section, devices, int(toks[0]), value * _TO_GBPS[unit]))
                 rows_in_section += 1
@@ -122,7 +122,7 @@ def parse_p2p(text: str) -> ParseResult:
             if kind[0] == "gpu.p2p_lat":
                 labels["side"] = m.group(1).lower()
             matrices.append((kind[0], labels, len(columns), 0))
-        elif kind is not None and columns and s and s.split()[0].isdigit():
+        elif kind is not None and columns and s and s.split()[0].isdecimal():
             toks = s.split()
             cells = [finite(t) for t in toks[1:]]
             name, labels, ncols, nrows = matrices[-1]

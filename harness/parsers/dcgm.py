@@ -133,7 +133,7 @@ def _json_result(res: _Results, name: str, r: Mapping[str, Any]) -> None:
         if isinstance(ids, int):
             gpus = [ids]
         elif isinstance(ids, str):
-            gpus = [int(x) for x in re.findall(r"\d+", ids)]
+            gpus = [int(x) for x in re.findall(r"(?<!\d)\d{1,9}(?!\d)", ids)]
     for g in gpus or [None]:
         res.add(name, g, status)
     if status.lower() in ("fail", "warn"):

@@ -47,8 +47,8 @@ def counters_of(text: str) -> tuple[dict[str, int], list[str]]:
     counters: dict[str, int] = {}
     other: list[str] = []
     for raw in text.splitlines():
-        if m := _LINE.match(raw):
-            counters[m.group(1).strip()] = int(m.group(2))
+        if (m := _LINE.match(raw)) and len(m.group(2)) <= 20 and int(m.group(2)) < 1 << 64:
+            counters[m.group(1).strip()] = int(m.group(2))  # a kernel counter is 64 bits
         elif raw.strip() and not _HEADER.match(raw):
             other.append(raw.strip())
     return counters, other

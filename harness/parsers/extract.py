@@ -10,6 +10,8 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from harness.parsers.base import check_json_depth
+
 _TOKEN = re.compile(r"""\.?([A-Za-z_][\w-]*)|\[(\d+)\]|\.?\*|\[\*\]|\["([^"]+)"\]""")
 
 
@@ -83,6 +85,7 @@ def by_json_path(text: str, path: str) -> list[tuple[dict[str, str], float | Non
     start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
     if start < 0:
         raise ValueError("no JSON document in the output")
+    check_json_depth(text[start:])
     doc, _ = json.JSONDecoder().raw_decode(text[start:])
     out = []
     for trail, value in walk(doc, parse_path(path)):

@@ -22,11 +22,11 @@ from harness.parsers.base import ParseResult, invalid
 from harness.units import CELSIUS, COUNT, TFLOPS
 
 KIND = "gpu-burn"
-_PROCD = re.compile(r"proc'd:\s*(.*?)\s+errors:\s*(.*?)(?:\s+temps:\s*(.*?))?(?:\s+power:\s*(.*))?$")
-_CALC = re.compile(r"(-?\d+)\s*\(\s*(-?[\d.]+|-?nan|-?inf)\s*Gflop/s\s*\)", re.IGNORECASE)
+_CALC = re.compile(r"(?<![\d-])(-?\d+)\s*\(\s*(-?[\d.]+|-?nan|-?inf)\s*Gflop/s\s*\)", re.IGNORECASE)
 _ERR = re.compile(r"(-?\d+)\s*(\((?:WARNING|DIED)!\))?")
+_TEMP_SEP = re.compile(r"(?<!\s)\s+-\s+")
 _TEMP = re.compile(r"^(-?\d+)\s*C$")
-_LISTED = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)]*)\)")
+_LISTED = re.compile(r"^GPU (\d{1,9}): (.+?) \(UUID: ([^)]*)\)")
 _TESTED = re.compile(r"Tested (\d+) GPUs:")
 _VERDICT = re.compile(r"GPU (\d+): (OK|FAULTY)\b")
 _FATAL = (
@@ -68,14 +68,39 @@ def _segments(text: str) -> list[str]:
     return [s for line in text.replace("\r\n", "\n").split("\n") for s in line.split("\r")]
 
 
+def _after(text: str, word: str) -> tuple[str, str] | None:
+    """(text before the first `word` that follows white space, stripped; the text after it)."""
+    j = text.find(word)
+    while j != -1 and (j == 0 or not text[j - 1].isspace()):
+        j = text.find(word, j + 1)
+    return None if j == -1 else (text[:j].strip(), text[j + len(word):].strip())
+
+
+def _fields(seg: str) -> tuple[str, str, str | None] | None:
+    """The "proc'd:", "errors:" and "temps:" fields of a progress segment (linear: no regex
+    that backtracks over a long garbled line)."""
+    body = seg[seg.index("proc'd:") + len("proc'd:"):]
+    split = _after(body, "errors:")
+    if split is None:
+        return None
+    calc, rest = split
+    at_temps, at_power = _after(" " + rest, "temps:"), _after(" " + rest, "power:")
+    if at_temps is None or (at_power is not None and len(at_power[0]) < len(at_temps[0])):
+        return calc, at_power[0] if at_power else rest, None
+    errors, temps = at_temps
+    power = _after(" " + temps, "power:")
+    return calc, errors, power[0] if power else temps
+
+
 def _progress(seg: str, st: _State) -> None:
-    m = _PROCD.search(seg.rstrip())
-    if m is None:
+    fields = _fields(seg)
+    if fields is None:
         return
-    calcs = _CALC.findall(m.group(1))
-    errs = _ERR.findall(m.group(2))
-    temps = [t.strip() for t in re.split(r"\s+-\s+", m.group(3).strip())] if m.group(3) else []
-    leftover = _CALC.sub("", m.group(1)).strip(" -") + _ERR.sub("", m.group(2)).strip(" -")
+    calc, err, temp = fields
+    calcs = _CALC.findall(calc)
+    errs = _ERR.findall(err)
+    temps = [t.strip() for t in _TEMP_SEP.split(temp)] if temp else []
+    leftover = _CALC.sub("", calc).strip(" -") + _ERR.sub("", err).strip(" -")
     if (not calcs or leftover or len(errs) != len(calcs) or (temps and len(temps) != len(calcs))
             or any(t != "--" and not _TEMP.match(t) for t in temps)):
         st.garbled += 1  # a child's output landed inside the line: do not guess

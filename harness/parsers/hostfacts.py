@@ -37,7 +37,7 @@ def parse_swaps(text: str) -> int:
     total = 0
     for line in text.splitlines()[1:]:
         parts = line.split()
-        if len(parts) >= 3 and parts[2].isdigit():
+        if len(parts) >= 3 and parts[2].isdecimal():
             total += int(parts[2]) * 1024
     return total
 
@@ -72,10 +72,10 @@ def parse_interrupts(text: str) -> list[IrqLine]:
     out = []
     for line in lines[1:]:
         head, sep, rest = line.partition(":")
-        if not sep or not head.strip().isdigit():
+        if not sep or not head.strip().isdecimal():
             continue
         fields = rest.split()
-        counts = tuple(int(x) for x in fields[:ncpu] if x.isdigit())
+        counts = tuple(int(x) for x in fields[:ncpu] if x.isdecimal())
         tail = fields[len(counts):]
         out.append(IrqLine(int(head), counts, " ".join(tail[:-1]), tail[-1] if tail else ""))
     return out

@@ -46,7 +46,7 @@ def port_metrics(device: str, port: str, info: dict[str, str]) -> list[Metric]:
         except ValueError:
             pass
     mtu = info.get("active_mtu", "").split(" ")[0]
-    if mtu.isdigit():
+    if mtu.isdecimal():
         out.append(Metric("ib.active_mtu", float(mtu), BYTES, labels))
     return out
 
@@ -129,7 +129,7 @@ def sysfs_port(device: str, port: str, files: Mapping[str, str]) -> list[Metric]
 def sysfs_value(text: str) -> str:
     """'4: ACTIVE' -> 'ACTIVE', '5: LinkUp' -> 'LinkUp' (the kernel's 'code: name' files)."""
     code, sep, name = text.strip().partition(":")
-    return name.strip() if sep and code.strip().isdigit() else text.strip()
+    return name.strip() if sep and code.strip().isdecimal() else text.strip()
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def hcas(text: str) -> list[Hca]:
                tuple((int(p), i.get("state", "").split(" (")[0], i.get("link_layer", ""))
                      for p, i in d["ports"].items()))
            for name, d in devices.items()]
-    return sorted(out, key=lambda h: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", h.name)])
+    return sorted(out, key=lambda h: [int(x) if x.isdecimal() else x for x in re.split(r"(\d+)", h.name)])
 
 
 def parse_ofed_info(text: str) -> str | None:

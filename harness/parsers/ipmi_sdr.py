@@ -267,7 +267,7 @@ def _psu_of(row: SensorRow) -> Optional[str]:
     if n is not None:
         return f"PSU{n}"
     entity_id, _, instance = row.entity.partition(".")
-    if entity_id == "10" and instance.isdigit() and (row.unit in ("", "discrete", "Watts")):
+    if entity_id == "10" and instance.isdecimal() and (row.unit in ("", "discrete", "Watts")):
         return f"PSU{int(instance)}"
     return None
 

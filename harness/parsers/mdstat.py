@@ -10,6 +10,7 @@ listed in details, not judged: the arrays inside them are listed separately.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Optional
@@ -60,7 +61,7 @@ def parse(text: str) -> ParseResult:
         cur = arrays[-1]
         if (s := _STATUS.search(line)) is not None:
             cur.total, cur.up, cur.status = int(s.group(1)), int(s.group(2)), s.group(3)
-        if (p := _PROGRESS.search(line)) is not None:
+        if (p := _PROGRESS.search(line)) is not None and math.isfinite(float(p.group(2))):
             cur.action = (p.group(1), float(p.group(2)))
         if (w := _WAITING.search(line)) is not None:
             cur.waiting = f"{w.group(1)}={w.group(2)}"

@@ -36,13 +36,14 @@ NOT_NCCL = "not nccl-tests output (no '# nThread ... nGpus ...' header found)"
 _VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)")
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\w+?)(?:_perf(?:_mpi)?)?\s*$")
 _CONCLUDED = re.compile(r"^#\s*Collective test concluded")
-_HEADER = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)"
-                     r"(?:\s+step:\s*(\d+)\((factor|bytes)\))?")
-_HEADER_INT = re.compile(r"\b(warmup iters|iters|agg iters|validation|graph):\s*(-?\d+)")
-_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)"
+_N = r"(\d{1,20})(?!\d)"  # a count or size; more digits than that is not a header (nor an int() input)
+_HEADER = re.compile(rf"^#\s*nThread\s+{_N}\s+nGpus\s+{_N}\s+minBytes\s+{_N}\s+maxBytes\s+{_N}"
+                     rf"(?:\s+step:\s*{_N}\((factor|bytes)\))?")
+_HEADER_INT = re.compile(r"\b(warmup iters|iters|agg iters|validation|graph):\s*(-?\d{1,20})(?!\d)")
+_RANK = re.compile(rf"^#\s*Rank\s+{_N}\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+{_N}"
                    r"\s+\[([^\]]*)\]\s*(.*?)\s*$")
 _LIBRARY = re.compile(r"^#?\s*NCCL version\s+(\S+)")
-_OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s+(\w+)")
+_OOB = re.compile(rf"^#\s*Out of bounds values\s*:\s*{_N}\s+(\w+)")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
 _FAILURE = re.compile(r"Test (?:NCCL |CUDA )?failure")
 _PERF_WORD = re.compile(r"\b([a-z][a-z_]*?)_perf\b")
@@ -94,7 +95,7 @@ def _num(tok: str) -> Optional[float]:
 def _row(line: str) -> Optional[_Row]:
     """A result row: size count [type] [redop] [root] then 4 cells per placement."""
     toks = line.split()
-    if len(toks) < 10 or not toks[0].isdigit() or not toks[1].isdigit():
+    if len(toks) < 10 or not toks[0].isdecimal() or not toks[1].isdecimal() or len(toks[0]) > 20:
         return None
     tail = toks[-8:]
     cells: list[tuple[float, float, float, Optional[float]]] = []

@@ -81,10 +81,10 @@ def parse(text: str) -> ParseResult:
                     mat.closed = True
                 continue
             toks = s.split()
-            if not mat.columns and all(t.isdigit() for t in toks):
+            if not mat.columns and all(t.isdecimal() for t in toks):
                 mat.columns = [int(t) for t in toks]
                 continue
-            if mat.columns and toks[0].isdigit():
+            if mat.columns and toks[0].isdecimal():
                 mat.rows.append((int(toks[0]), [_cell(t) for t in toks[1:]]))
                 continue
             mat.closed = True  # anything else ends the matrix; fall through to read the line

@@ -91,7 +91,8 @@ def health_metrics(fields: Mapping[str, Any], labels: Mapping[str, str | int],
     spare, thresh = by_name.get("nvme.available_spare"), by_name.get("nvme.available_spare_threshold")
     if spare is not None and thresh is not None:
         metrics.append(Metric("nvme.spare_margin", spare - thresh, PERCENT, labels))
-    return metrics, problems
+    problems += [f"{m.name}: out of range ({m.value})" for m in metrics if not math.isfinite(m.value)]
+    return [m for m in metrics if math.isfinite(m.value)], problems
 
 
 def number(raw: Any) -> Optional[float]:
@@ -100,17 +101,22 @@ def number(raw: Any) -> Optional[float]:
         raw = raw.get("value")
     if isinstance(raw, bool) or raw is None:
         return None
-    if isinstance(raw, (int, float)):
-        return float(raw) if math.isfinite(raw) else None
-    if isinstance(raw, str):
-        s = re.sub(r"[,\s'’]", "", raw).rstrip("%")
-        if s.lower().startswith("0x"):
-            try:
-                return float(int(s, 16))
-            except ValueError:
+    try:
+        if isinstance(raw, (int, float)):
+            v = float(raw)
+        elif isinstance(raw, str):
+            s = re.sub(r"[,\s'’]", "", raw).rstrip("%")
+            if s.lower().startswith("0x"):
+                v = float(int(s, 16))
+            elif _NUMBER.match(s):
+                v = float(s)
+            else:
                 return None
-        return float(s) if _NUMBER.match(s) else None
-    return None
+        else:
+            return None
+    except (ValueError, OverflowError):  # "0xZZ", or more digits than a float holds
+        return None
+    return v if math.isfinite(v) else None
 
 
 def _json_fields(text: str) -> Optional[dict[str, Any]]:

@@ -12,6 +12,7 @@ omitted, never zero-filled. A GPU at idle may downshift its link, so `which=curr
 
 from __future__ import annotations
 
+import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
@@ -289,7 +290,7 @@ def _finish(infos: list[Info], attached: str | None, driver: str | None, cuda: s
         return invalid(KIND, "no GPU in the nvidia-smi output")
     problems = []
     n = _num(attached)
-    if n is not None and int(n) != len(infos):
+    if n is not None and math.isfinite(n) and int(n) != len(infos):
         problems.append(f"nvidia-smi says {int(n)} GPUs attached but lists {len(infos)}")
     metrics = [m for i, info in enumerate(infos) for m in info_metrics(info, i)]
     details = {"format": fmt, "driver": driver, "cuda": cuda,
@@ -361,4 +362,4 @@ def parse_smi_xml(text: str) -> SmiLog:
         ))
     attached = get(root, "attached_gpus")
     return SmiLog(get(root, "driver_version"), get(root, "cuda_version"),
-                  int(attached) if attached and attached.isdigit() else None, tuple(gpus))
+                  int(attached) if attached and attached.isdecimal() else None, tuple(gpus))

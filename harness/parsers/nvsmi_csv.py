@@ -60,7 +60,7 @@ def parse(text: str) -> ParseResult:
             problems.append(f"row {n}: {len(row)} fields for {len(header)} columns")
             continue
         cells = dict(zip(header, (c.strip() for c in row), strict=True))
-        gpu = int(cells["index"]) if cells.get("index", "").isdigit() else n - 1
+        gpu = int(cells["index"]) if cells.get("index", "").isdecimal() else n - 1
         if cells.get("name"):
             names[gpu] = cells["name"]
         metrics.extend(_row_metrics(cells, gpu))

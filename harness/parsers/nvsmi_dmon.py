@@ -69,7 +69,7 @@ def parse(text: str) -> ParseResult:
             bad.append((n, f"{len(fields)} fields for {len(columns)} columns"))
             continue
         row = dict(zip(columns, fields, strict=True))
-        if not row["gpu"].isdigit():
+        if not row["gpu"].isdecimal() or len(row["gpu"]) > 9:
             bad.append((n, f"GPU index {row['gpu']!r} is not a number"))
             continue
         gpu = int(row["gpu"])

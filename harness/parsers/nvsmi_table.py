@@ -134,7 +134,7 @@ def _gpu(rows: list[list[str]], lineno: int) -> tuple[dict[str, Any], list[Metri
             out.append(Metric(name, value, unit, {**lab, **extra}))
 
     add("gpu.persistence_mode", {"On": 1.0, "Off": 0.0}.get(pm), COUNT)
-    add("gpu.ecc_uncorrected", finite(rows[0][2]) if rows[0][2].isdigit() else None, COUNT,
+    add("gpu.ecc_uncorrected", finite(rows[0][2]) if rows[0][2].isdecimal() else None, COUNT,
         scope="volatile")
     state = _STATE.match(rows[1][0]) if len(rows) > 1 else None
     mem = _MEM.match(rows[1][1]) if len(rows) > 1 else None
@@ -162,11 +162,11 @@ def _gpu(rows: list[list[str]], lineno: int) -> tuple[dict[str, Any], list[Metri
 def _process(cell: str) -> dict[str, Any] | None:
     """A Processes row: 'GPU [GI CI] PID Type name... memory' (GI/CI since driver 450)."""
     toks = cell.split()
-    if len(toks) < 5 or not toks[0].isdigit():
+    if len(toks) < 5 or not toks[0].isdecimal():
         return None
-    t = next((k for k in range(2, len(toks) - 1) if toks[k] in _PROC_TYPES and toks[k - 1].isdigit()), None)
+    t = next((k for k in range(2, len(toks) - 1) if toks[k] in _PROC_TYPES and toks[k - 1].isdecimal()), None)
     if t is None:
         return None
-    gi, ci = (int(x) if x.isdigit() else None for x in (toks[1:t - 1] if t == 4 else ("", "")))
+    gi, ci = (int(x) if x.isdecimal() else None for x in (toks[1:t - 1] if t == 4 else ("", "")))
     return {"gpu": int(toks[0]), "gi": gi, "ci": ci, "pid": int(toks[t - 1]), "type": toks[t],
             "name": " ".join(toks[t + 1:-1]), "memory_bytes": _mib(toks[-1])}

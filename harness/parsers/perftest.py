@@ -92,7 +92,7 @@ def _labels(name: Optional[str], fields: dict[str, str]) -> dict[str, str | int]
     if fields.get("Device"):
         labels["device"] = fields["Device"]
     qps = fields.get("Number of qps", "")
-    if qps.isdigit():
+    if qps.isdecimal():
         labels["qps"] = int(qps)
     return labels
 
@@ -100,7 +100,7 @@ def _labels(name: Optional[str], fields: dict[str, str]) -> dict[str, str | int]
 def _row(line: str, bw_unit: Optional[str], lat_cols: list[str],
          labels: dict[str, str | int]) -> list[Metric]:
     toks = line.split()
-    if len(toks) < 3 or not toks[0].isdigit() or not toks[1].isdigit():
+    if len(toks) < 3 or not toks[0].isdecimal() or not toks[1].isdecimal():
         return []
     values = [finite(t) for t in toks[2:]]
     if any(v is None for v in values):

@@ -86,9 +86,9 @@ def parse_perfquery(text: str) -> ParseResult:
             cur = None  # e.g. PortRcvErrorDetails: not the port counters
         elif cur is not None and (m := _LINE.match(s)):
             key, value = m.group(1), m.group(2)
-            if key in ERROR_COUNTERS and value.isdigit():
+            if key in ERROR_COUNTERS and value.isdecimal():
                 cur["counters"][ERROR_COUNTERS[key]] = int(value)
-            elif value.isdigit():
+            elif value.isdecimal():
                 cur["other"][key] = int(value)
     if not blocks:
         return invalid("perfquery", "not perfquery port counters (no '# Port counters: Lid N port N' block)")

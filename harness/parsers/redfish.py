@@ -26,14 +26,13 @@ judged this way (nothing to tell an unplugged PSU from a BMC that does not measu
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from harness.model import BmcReading, Metric, PsuReading
-from harness.parsers.base import ParseResult, invalid
+from harness.parsers.base import ParseResult, invalid, json_document
 from harness.parsers.bmcread import all_or_none, label_order, psu_label, reading_metrics, watts
 from harness.units import WATT
 
@@ -78,7 +77,7 @@ def doc_type(doc: Doc) -> str:
 def documents(text: str) -> tuple[dict[str, Doc], tuple[str, ...]]:
     """The resources in a file: one resource keyed by its @odata.id, or a bundle."""
     try:
-        obj = json.loads(text)
+        obj = json_document(text)
     except ValueError as e:
         return {}, (f"not JSON: {e}",)
     if not isinstance(obj, dict):

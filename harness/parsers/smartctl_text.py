@@ -71,11 +71,15 @@ class TextReport:
     power_on_hours: Optional[float] = None
     sata_gbps: Optional[tuple[float, float]] = None  # (max, current)
 
+    scsi: bool = False  # SCSI/SAS log pages (`Transport protocol:`, `Current Drive Temperature:`)
+
     @property
     def protocol(self) -> Optional[str]:
         if self.nvme:
             return "NVMe"
-        return "ATA" if self.ata_raw or self.sata_gbps else None
+        if self.ata_raw or self.sata_gbps:
+            return "ATA"
+        return "SCSI" if self.scsi else None
 
 
 def looks_like_text(text: str) -> bool:
@@ -101,11 +105,15 @@ def read(text: str) -> TextReport:
     identity = {k: pairs[key] for k, key in (("model", "device model"), ("model", "model number"),
                                              ("serial", "serial number"),
                                              ("firmware", "firmware version")) if key in pairs}
+    scsi = "transport protocol" in pairs or "current drive temperature" in pairs
+    if scsi and "model" not in identity and "product" in pairs:  # SCSI: Vendor + Product
+        vendor, product = pairs.get("vendor", "").strip(), pairs["product"].strip()
+        identity["model"] = f"{vendor} {product}".strip()
     return TextReport(
         fatal=tuple(m.group(0).strip() for m in FATAL.finditer(text)), doubts=tuple(doubts),
         decimal_mark=mark, identity=identity, passed=_passed(text), nvme=nvme, ata_raw=ata,
         failing=failing, temperature=_temperature(rows, pairs), power_on_hours=_power_on(rows),
-        sata_gbps=_sata(text))
+        sata_gbps=_sata(text), scsi=scsi)
 
 
 def decimal_mark(text: str) -> Optional[str]:
@@ -188,12 +196,16 @@ def _passed(text: str) -> Optional[bool]:
 
 
 def _temperature(rows: list[dict[str, str]], pairs: dict[str, str]) -> Optional[float]:
-    """ATA: attribute 194, else 190, else SCT status `Current Temperature:`."""
+    """ATA: attribute 194, else 190, else SCT status `Current Temperature:`; SCSI/SAS (also behind
+    a MegaRAID controller, `-d megaraid,N`): `Current Drive Temperature:     34 C`."""
     by_id = {int(r["id"]): r["raw"] for r in rows}
     for attr in (194, 190):
         if attr in by_id and (t := _first_int(by_id[attr])) is not None:
             return t
     m = re.match(r"(-?\d+)\s*Celsius", pairs.get("current temperature", ""))
+    if m:
+        return float(m.group(1))
+    m = re.match(r"(-?\d+)\s*C\b", pairs.get("current drive temperature", ""))
     return float(m.group(1)) if m else None
 
 

@@ -2,9 +2,10 @@
 
 `claim` opens the device exclusively (O_EXCL: from then on nothing can mount it, mkfs it or
 add it to RAID/LVM), collects every reason to refuse (mounted, swap, partitions, holders,
-signatures at offset 0 and past it, overlapping loop devices, other writers, busy,
-unprobeable) and raises GuardRefusal naming them; otherwise it keeps the claim until the
-block ends, so the write runs under it (fio opens without O_EXCL, which the claim allows).
+signatures at offset 0 and past it, GPT headers anywhere, overlapping loop devices, loop
+devices it backs, other writers, busy, unprobeable) and raises GuardRefusal naming them;
+otherwise it keeps the claim until the block ends, so the write runs under it (fio opens
+without O_EXCL, which the claim allows).
 When in doubt it refuses: a missing probe tool or a device it cannot open is never blank.
 """
 
@@ -69,6 +70,7 @@ def claim(device: str | Path) -> Iterator[Path]:
         reasons += _swaps(family)
         reasons += _partitions_and_holders(sysdir)
         reasons += blockscan.loop_overlaps(sysdir)
+        reasons += blockscan.backed_loops(set(family.values()))
         reasons += blockscan.writers(set(family.values()))
         reasons += _lsblk(dev)
         found_by_blkid, blkid_reasons = _blkid(dev)

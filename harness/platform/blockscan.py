@@ -1,10 +1,16 @@
 """The data-loss guard's deeper probes: what `blkid -p` and `wipefs` at offset 0 do not see.
 
 * A file system (or LVM PV, RAID member, LUKS) that does not start at offset 0: a disk whose
-  partition table was wiped still holds the ext4 that began at 1 MiB. Every MiB boundary in
-  the first 64 MiB (and the old DOS start, sector 63) that holds any non-zero byte is probed
-  with `blkid -p -O OFFSET`; a backup GPT header in the last sector is looked for too.
-* Another loop device that maps an overlapping range of the same backing file.
+  partition table was wiped still holds the ext4 that began at 1 MiB. Every place a partition
+  starts is probed with `blkid -p -O OFFSET` when it holds any non-zero byte: every MiB
+  boundary in the first 64 MiB, the classic sector starts (34: `sgdisk -a1`, 40, 63: DOS, 64,
+  128, 256), and every start a surviving GPT names; the MiB boundaries up to 1 GiB when they
+  hold a known superblock magic (one blkid per MiB of a disk fio filled would take minutes).
+* A GPT header anywhere a table could have been left: LBA 1, the last sector, the sector its
+  primary names, and the last sector of every MiB in the first GiB and of every GiB after
+  (the backup of a disk that grew stays where the old disk ended).
+* Another loop device that maps an overlapping range of the same backing file, or whose
+  backing file is this device (or one of its partitions).
 * Another process that holds the device (or one of its partitions) open for writing.
 
 Each returns the reasons it found to refuse; each refuses when it cannot look.
@@ -15,13 +21,27 @@ from __future__ import annotations
 import mmap
 import os
 import stat
+import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 MIB = 1024 * 1024
-SCAN_MIB = 64
+GIB = 1024 * MIB
+SCAN_MIB = 1024
 WINDOW = 128 * 1024  # the bytes looked at from each offset (btrfs's magic is at 64 KiB + 64)
-OFFSETS = (63 * 512, *(k * MIB for k in range(1, SCAN_MIB)))
+SECTOR_STARTS = (34, 40, 63, 64, 128, 256)  # 512-byte sectors where partitions start below 1 MiB
+EVERY_MIB = 64  # below this, any data at a MiB boundary is probed; above, only a known magic
+OFFSETS = (*(n * 512 for n in SECTOR_STARTS), *(k * MIB for k in range(1, SCAN_MIB)))
+# (offset in the window, bytes): the magics of what a wiped partition most often held, as
+# libblkid reads them (ext2/3/4, f2fs, xfs, btrfs, LVM2 PV in sectors 0-3, LUKS 1/2, md 1.1 and
+# 1.2, bcache, swap with 4 KiB pages, NTFS, FAT, squashfs, ISO 9660, a DOS table, a GPT)
+MAGICS = ((1024 + 56, b"\x53\xef"), (1024, b"\x10\x20\xf5\xf2"), (0, b"XFSB"), (65536 + 64, b"_BHRfS_M"),
+          *((512 * n, b"LABELONE") for n in range(4)), (0, b"LUKS\xba\xbe"), (0, b"SKUL\xba\xbe"),
+          (0, b"\xfc\x4e\x2b\xa9"), (4096, b"\xfc\x4e\x2b\xa9"),
+          (4096 + 24, bytes.fromhex("c68573f64e1a45ca8265f57f48ba6d81")), (4086, b"SWAPSPACE2"),
+          (4086, b"SWAP-SPACE"), (3, b"NTFS    "), (54, b"FAT"), (82, b"FAT32"), (0, b"hsqs"),
+          (32769, b"CD001"), (510, b"\x55\xaa"), (512, b"EFI PART"))
+MAX_GPT_ENTRIES = 1024
 
 Probe = Callable[[list[str]], tuple[int, str, str]]
 
@@ -39,15 +59,82 @@ def _read_direct(path: Path, offset: int, length: int) -> bytes:
     return bytes(buf[offset - start:min(got, offset - start + length)])
 
 
+def _gpt_at(dev: Path, offset: int, block: int, strict: bool) -> list[int] | None:
+    """The partition starts (bytes) a GPT header at `offset` names; None when there is no header
+    there. `strict`: only a header that names this place as its own LBA counts (the places
+    searched by the MiB and GiB could hold a stray copy in a file system's data)."""
+    head = _read_direct(dev, offset, block)
+    if head[:8] != b"EFI PART":
+        return None
+    if len(head) < 92:
+        return [] if not strict else None
+    my_lba, entries_lba = struct.unpack_from("<Q", head, 24)[0], struct.unpack_from("<Q", head, 72)[0]
+    count, size = struct.unpack_from("<II", head, 80)
+    if my_lba * block != offset:
+        return [] if not strict else None
+    if not (0 < count <= MAX_GPT_ENTRIES and 128 <= size <= 4096):
+        return []
+    table = _read_direct(dev, entries_lba * block, count * size)
+    starts = []
+    for i in range(len(table) // size):
+        entry = table[i * size:(i + 1) * size]
+        if entry[:16].strip(b"\0"):  # a used entry: its type GUID is not zero
+            starts.append(struct.unpack_from("<Q", entry, 32)[0] * block)
+    return starts
+
+
+def _gpt_places(dev: Path, size: int, block: int) -> dict[int, bool]:
+    """Where GPT headers may lie, each with whether it must name itself (strict): LBA 1, the
+    last sector and the backup LBA 1's header names (not strict), and the last sector of every
+    MiB in the first GiB and of every GiB after (strict)."""
+    places = {k * MIB - block: True for k in range(1, SCAN_MIB + 1)}
+    places.update({k * GIB - block: True for k in range(2, size // GIB + 1)})
+    places.update({block: False, size - block: False})
+    head = _read_direct(dev, block, block)
+    if head[:8] == b"EFI PART" and len(head) >= 40:
+        places[struct.unpack_from("<Q", head, 32)[0] * block] = False
+    return {p: strict for p, strict in sorted(places.items()) if 0 < p <= size - block}
+
+
+def gpt_tables(dev: Path, size: int, block: int) -> tuple[list[str], list[int]]:
+    """(reasons, partition starts) from every GPT header found on the device."""
+    found: list[str] = []
+    starts: list[int] = []
+    for place, strict in _gpt_places(dev, size, block).items():
+        named = _gpt_at(dev, place, block, strict)
+        if named is None:
+            continue
+        starts += named
+        if place == size - block:
+            where = "a backup GPT header in the last sector (the primary table was wiped?)"
+        elif place == block:
+            where = "a GPT header at LBA 1"
+        else:
+            where = (f"a GPT header at offset {place} ({place / MIB:g} MiB; not in the last sector: "
+                     "the backup of a disk that grew?)")
+        found.append(where + (f" naming {len(named)} partition(s) from offset {min(named)}" if named else ""))
+    return found, sorted(set(starts))
+
+
+def _magic(window: bytes) -> bool:
+    """Whether the bytes at a possible partition start hold a known superblock magic."""
+    return any(window[at:at + len(magic)] == magic for at, magic in MAGICS)
+
+
 def offset_signatures(dev: Path, size: int, logical_block: int, probe: Probe) -> list[str]:
-    """Signatures at the plausible starts of a file system past offset 0."""
+    """Signatures at the plausible starts of a file system past offset 0, and GPT headers."""
     found: list[str] = []
     try:
-        for off in OFFSETS:
+        tables, starts = gpt_tables(dev, size, logical_block)
+        found += tables
+        for off in sorted({*OFFSETS, *(s for s in starts if s > 0)}):
             if off + 4096 > size:
-                break
-            if not _read_direct(dev, off, min(WINDOW, size - off)).strip(b"\0"):
+                continue
+            window = _read_direct(dev, off, min(WINDOW, size - off))
+            if not window.strip(b"\0"):
                 continue  # nothing written there: nothing can start there
+            if off > EVERY_MIB * MIB and off not in starts and not _magic(window):
+                continue
             rc, out, err = probe(["blkid", "-p", "-O", str(off), "-o", "export", str(dev)])
             if rc == 0:
                 tags = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
@@ -59,10 +146,6 @@ def offset_signatures(dev: Path, size: int, logical_block: int, probe: Probe) ->
             elif not (rc == 2 and not err.strip()):
                 found.append(f"cannot be probed at offset {off}: blkid exit {rc}: "
                              f"{err.strip()[:200] or 'no reason given'}")
-        if size >= 2 * logical_block:
-            last = _read_direct(dev, size - logical_block, logical_block)
-            if last[:8] == b"EFI PART":
-                found.append("a backup GPT header in the last sector (the primary table was wiped?)")
     except OSError as e:
         found.append(f"cannot be probed: reading the device failed: {e.strerror}")
     return found
@@ -112,6 +195,25 @@ def loop_overlaps(sysdir: Path | None, sys_block: Path = Path("/sys/block")) -> 
         if same and _overlap(mine[1:], theirs[1:]):
             found.append(f"{other.name} maps an overlapping range of the same file {mine[0]} "
                          f"(offset {theirs[1]})")
+    return found
+
+
+def backed_loops(numbers: set[str], sys_block: Path = Path("/sys/block")) -> list[str]:
+    """Loop devices whose backing file is one of these devices (major:minor): writing this device
+    rewrites theirs, and whatever is mounted from them (the kernel lists no holder for it)."""
+    found = []
+    for other in sorted(sys_block.glob("loop*")):
+        try:
+            backing = (other / "loop" / "backing_file").read_text().strip()
+        except OSError:
+            continue
+        backing = backing.removesuffix(" (deleted)")
+        try:
+            rdev = os.stat(backing).st_rdev if stat.S_ISBLK(os.stat(backing).st_mode) else None
+        except OSError:
+            continue
+        if rdev is not None and f"{os.major(rdev)}:{os.minor(rdev)}" in numbers:
+            found.append(f"it backs loop device {other.name} (its backing file is {backing})")
     return found
 
 

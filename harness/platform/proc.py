@@ -69,6 +69,11 @@ def _notify(pid: int, argv: tuple[str, ...], started: bool) -> None:
         fn(pid, argv, started)
 
 
+MAX_OUTPUT_BYTES = 64 * 1024 * 1024  # of a stream held in memory: its tail (results come last)
+MAX_RAW_BYTES = 1024 * 1024 * 1024  # of a stream kept in raw/: a tool that prints more is stopped
+_WATCH_S = 0.1  # how often a running tool's output files are measured
+
+
 @dataclass(frozen=True)
 class ProcResult:
     """What one finished (or killed) subprocess left behind."""
@@ -80,12 +85,18 @@ class ProcResult:
     stderr_path: Path
     timed_out: bool
     interrupted: bool
+    overflowed: bool = False  # stopped for printing more than MAX_RAW_BYTES
 
     def stdout(self, limit: int | None = None) -> str:
+        """The output (its first `limit` bytes, else at most its last MAX_OUTPUT_BYTES)."""
         return _read(self.stdout_path, limit)
 
     def stderr(self, limit: int | None = None) -> str:
         return _read(self.stderr_path, limit)
+
+    def cut(self) -> list[str]:
+        """The output files larger than what stdout()/stderr() read of them, with their sizes."""
+        return cut_files((self.stdout_path, self.stderr_path))
 
     def tail(self, n_bytes: int = 2000) -> str:
         """The last bytes of stderr, else stdout: for error messages."""
@@ -95,8 +106,24 @@ class ProcResult:
 
 def _read(path: Path, limit: int | None) -> str:
     with open(path, "rb") as f:
-        data = f.read() if limit is None else f.read(limit)
+        if limit is None:
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - MAX_OUTPUT_BYTES))
+        data = f.read(MAX_OUTPUT_BYTES if limit is None else limit)
     return data.decode("utf-8", errors="replace")
+
+
+def cut_files(paths: Sequence[Path]) -> list[str]:
+    """'PATH (N bytes)' for each file larger than the MAX_OUTPUT_BYTES a reader takes of it."""
+    out = []
+    for path in paths:
+        try:
+            size = path.stat().st_size
+        except OSError:
+            continue
+        if size > MAX_OUTPUT_BYTES:
+            out.append(f"{path} ({size} bytes)")
+    return out
 
 
 def _read_tail(path: Path, n: int) -> str:
@@ -204,9 +231,9 @@ def run(argv: Sequence[str], stdout_path: Path, stderr_path: Path, timeout: floa
     t0 = time.monotonic()
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         p = popen(argv, stdout=out, stderr=err, env=env, cwd=cwd)
-        timed_out = False
+        timed_out = overflowed = False
         try:
-            _wait(p, timeout)
+            overflowed = not _wait(p, timeout, (out.fileno(), err.fileno()))
         except subprocess.TimeoutExpired:
             timed_out = True
         finally:
@@ -214,28 +241,44 @@ def run(argv: Sequence[str], stdout_path: Path, stderr_path: Path, timeout: floa
             reap(p, argv)
     interrupted = getattr(p, "_harness_interrupted", False)
     return ProcResult(argv, p.returncode, time.monotonic() - t0, stdout_path, stderr_path,
-                      timed_out, interrupted)
+                      timed_out, interrupted, overflowed)
 
 
-def _wait(proc: subprocess.Popen[bytes], timeout: float | None) -> None:
-    """proc.wait(timeout), woken by the kernel the moment the tool exits.
+def _wait(proc: subprocess.Popen[bytes], timeout: float | None, files: Sequence[int] = ()) -> bool:
+    """proc.wait(timeout), woken by the kernel the moment the tool exits; False, with the tool
+    still running, as soon as one of `files` (its output) passes MAX_RAW_BYTES.
 
     Popen.wait with a timeout polls with sleeps of up to 50 ms; a pidfd makes the wait exact,
     which is most of the harness's own overhead on a short tool run. Falls back to polling
     where pidfds are unsupported (Linux < 5.3, other systems).
     """
+    end = None if timeout is None else time.monotonic() + timeout
     try:
         fd = os.pidfd_open(proc.pid)
     except (AttributeError, OSError):
-        proc.wait(timeout=timeout)
-        return
+        fd = None
     try:
-        ready, _, _ = select.select([fd], [], [], timeout)  # retried on EINTR (PEP 475)
-        if not ready:
-            raise subprocess.TimeoutExpired(proc.args, timeout or 0.0)
-        proc.wait()
+        while True:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            step = left if not files else _WATCH_S if left is None else min(left, _WATCH_S)
+            if fd is not None:
+                done = bool(select.select([fd], [], [], step)[0])  # retried on EINTR (PEP 475)
+            else:
+                try:
+                    proc.wait(timeout=step)
+                    done = True
+                except subprocess.TimeoutExpired:
+                    done = False
+            if done:
+                proc.wait()
+                return True
+            if any(os.fstat(f).st_size > MAX_RAW_BYTES for f in files):
+                return False
+            if left is not None and step is not None and left <= step:
+                raise subprocess.TimeoutExpired(proc.args, timeout or 0.0)
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
 
 
 def _group_alive(pgid: int) -> bool:
@@ -385,9 +428,9 @@ def capture_rc(argv: Sequence[str], timeout: float = 30.0) -> tuple[int, str, st
         finally:
             reaped = reap(p, argv)
         texts = []
-        for f in (out, err):
-            f.seek(0)
-            texts.append(f.read().decode(errors="replace"))
+        for f in (out, err):  # the tail, at most MAX_OUTPUT_BYTES, as ProcResult.stdout reads
+            f.seek(max(0, os.fstat(f.fileno()).st_size - MAX_OUTPUT_BYTES))
+            texts.append(f.read(MAX_OUTPUT_BYTES).decode(errors="replace"))
     if timed_out:
         why = f"`{' '.join(argv)}` timed out after {limit or 0:g}s"
         if not reaped:

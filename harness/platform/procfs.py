@@ -24,6 +24,8 @@ class CpuTimes:
     iowait: int
     total: int
     ncpu: int
+    steal: int = 0  # time the hypervisor ran something else (inside busy)
+    running: int = 0  # procs_running: runnable tasks (threads) on the node now
 
 
 @dataclass(frozen=True)
@@ -70,9 +72,11 @@ class TcpQueues:
 def parse_stat(text: str) -> CpuTimes:
     """/proc/stat -> the aggregate CPU times; ValueError when there is no `cpu` line."""
     agg: list[int] | None = None
-    ncpu = 0
+    ncpu = running = 0
     for line in text.splitlines():
-        if line.startswith("cpu "):
+        if line.startswith("procs_running "):
+            running = int(line.split()[1])
+        elif line.startswith("cpu "):
             agg = [int(x) for x in line.split()[1:]]
         elif line.startswith("cpu") and line[3:4].isdigit():
             ncpu += 1
@@ -81,7 +85,8 @@ def parse_stat(text: str) -> CpuTimes:
     f = agg + [0] * (8 - len(agg))
     user, nice, system, idle, iowait, irq, softirq, steal = f[:8]  # guest time is inside user
     busy = user + nice + system + irq + softirq + steal
-    return CpuTimes(busy=busy, iowait=iowait, total=busy + idle + iowait, ncpu=max(ncpu, 1))
+    return CpuTimes(busy=busy, iowait=iowait, total=busy + idle + iowait, ncpu=max(ncpu, 1), steal=steal,
+                    running=running)
 
 
 def parse_pressure(text: str) -> Pressure:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from harness.errors import ToolError, ToolTimeout
+from harness.parsers.base import json_document
 
 MAX_BODY = 8 << 20
 SESSIONS = "/redfish/v1/SessionService/Sessions"
@@ -70,7 +71,7 @@ class RedfishClient:
             return None
         _raise_for(resp, "GET", url)
         try:
-            doc = json.loads(resp.body)
+            doc = json_document(resp.body.decode("utf-8"))
         except ValueError as e:
             raise ToolError(f"redfish GET {url}: not JSON ({e})") from None
         if not isinstance(doc, dict):

@@ -37,6 +37,7 @@ class TrendView:
     vs_golive: str
     vs_previous: str
     worse: bool
+    golive_why: str = ""  # why there is no go-live value (no go-live run, other parameters, ...)
 
 
 def _pct(now: float, then: float | None) -> float | None:
@@ -69,7 +70,8 @@ def _trend(t: Mapping[str, Any]) -> TrendView:
     better = str(t.get("better", "none"))
     return TrendView(title, unit, str(t.get("check", "")), str(t.get("part") or ""), svg,
                      fmt_value(golive, unit), fmt_value(prev, unit), fmt_value(current, unit),
-                     fmt_delta(vs_g), fmt_delta(vs_p), _worse(vs_g, better) or _worse(vs_p, better))
+                     fmt_delta(vs_g), fmt_delta(vs_p), _worse(vs_g, better) or _worse(vs_p, better),
+                     str(t.get("golive_missing") or "") if golive is None else "")
 
 
 NO_GOLIVE = "none yet (no accepted run of an acceptance suite; pin one: harness history pin RUN --as go-live)"
@@ -105,4 +107,5 @@ def history_view(record: RunRecord) -> dict[str, Any] | None:
                 str(d.get("message", ""))) for d in h.get("drifted", [])]
     return {"pairs": pairs, "changes": changes, "events": events, "drifted": drifted,
             "trends": [_trend(t) for t in h.get("trends", [])],
+            "not_compared": [str(n) for n in h.get("not_compared", [])],
             "first": not node.get("runs_before")}

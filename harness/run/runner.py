@@ -31,7 +31,7 @@ from types import FrameType
 from typing import Any
 
 from harness import __version__, results
-from harness.checks.base import CheckContext
+from harness.checks.base import CheckContext, cut_outputs
 from harness.compare import finite_metrics, judge
 from harness.errors import GuardRefusal, HarnessError, SkipCheck, StorageError, ToolError
 from harness.fsutil import why_not
@@ -39,8 +39,8 @@ from harness.model import EXIT_CODES, CheckResult, Evaluation, Finding, Metric, 
 from harness.platform import proc
 from harness.platform.ledger import Ledger
 from harness.report.fmt import fmt_status
+from harness.run import contention, settle
 from harness.run import sampler as telemetry
-from harness.run import settle
 from harness.run.finish import History, finish, internal_error, with_error
 from harness.run.plan import PlannedCheck
 from harness.run.progress import PlainProgress, Progress
@@ -107,6 +107,7 @@ class Runner:
         self.saved: set[str] = set()
         self.started = ctx.started or utcnow()
         self.gate = settle.Gate()
+        self.contention = contention.Gate()
 
     # -- signals ------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -207,21 +208,33 @@ class Runner:
         details: dict[str, Any] = {}
         summary = ""
         findings: list[Finding] = []  # the kind's verdicts that no rule states
+        watch: contention.Watch | None = None
         try:
             self._check_needs(pc)
             details.update(self.gate.before(c, self.ctx.inventory, self._stopped, cctx.progress))
-            for rep in range(1, c.repeat + 1):
-                with proc.deadline(c.timeout_s):  # probes get what is left of the check's time
-                    out = telemetry.observe(c.kind, c.params, cctx)  # GPU telemetry alongside
-                extra = {"repeat": rep} if c.repeat > 1 else {}
-                good, odd = finite_metrics(out.metrics)
-                metrics += [Metric(m.name, m.value, m.unit, {**m.labels, **extra}) for m in good]
-                findings += [replace(f, labels={**f.labels, **extra}) for f in out.findings]
-                problems += [f"repeat {rep}: {p}" if extra else p for p in (*out.problems, *odd)]
-                details.update(out.details)
-                summary = out.summary
-                if self.signum is not None:
-                    break
+            load, busy = self.contention.before(c, self._stopped, cctx.progress)
+            details.update(load)
+            if busy:  # a busy node is not a bad one: nothing measured, nothing judged
+                return self._done(base, t0, cctx, Status.ERRORED, f"contended: {busy}", metrics,
+                                  details=details)
+            watch = self.contention.watch(c)
+            try:
+                for rep in range(1, c.repeat + 1):
+                    with proc.deadline(c.timeout_s):  # probes get what is left of the check's time
+                        out = telemetry.observe(c.kind, c.params, cctx)  # GPU telemetry alongside
+                    extra = {"repeat": rep} if c.repeat > 1 else {}
+                    good, odd = finite_metrics(out.metrics)
+                    metrics += [Metric(m.name, m.value, m.unit, {**m.labels, **extra}) for m in good]
+                    findings += [replace(f, labels={**f.labels, **extra}) for f in out.findings]
+                    problems += [f"repeat {rep}: {p}" if extra else p for p in (*out.problems, *odd)]
+                    details.update(out.details)
+                    summary = out.summary
+                    if self.signum is not None:
+                        break
+            finally:
+                watch.stop()
+                if during := watch.details():
+                    details.setdefault("contention", {})["during"] = during
         except SkipCheck as e:  # a skip the profile expects a measurement from makes the run UNTESTED
             return replace(self._done(base, t0, cctx, Status.SKIPPED, str(e), metrics, details=details),
                            expected_by=pc.expected_by)
@@ -244,8 +257,12 @@ class Runner:
         if self.signum is not None:
             return self._interrupted(base, t0, cctx, metrics)
         if problems:
+            problems = [*cut_outputs(cctx), *problems]  # said first: what was cut may be why
             return self._done(base, t0, cctx, Status.ERRORED, "invalid run: " + "; ".join(problems[:3]),
                               metrics, problems=problems, details=details)
+        if watch is not None and (busy := watch.refuses):  # measured, but not the hardware alone
+            return self._done(base, t0, cctx, Status.ERRORED, f"contended during the measurement: {busy}",
+                              metrics, details=details)
         try:
             judged = judge((*pc.rules, *pc.own_rules), metrics, findings)
         except Exception as e:  # a bug in judging must not lose the other checks' results either

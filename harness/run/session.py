@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import gc
 import os
-import stat
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness import fsutil
 from harness.errors import ConfigError, ConfigProblem, UsageError, printable
 from harness.fsutil import output_dir_problem
 from harness.model import RunRecord, join_labels
@@ -366,31 +367,19 @@ def parse_file(kind: str, file: Path) -> dict[str, Any]:
 
 
 def read_bounded(file: Path, limit: int) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes; ConfigError (exit 2) for anything else.
-    Opened without blocking (a FIFO with no writer would wait forever) and checked once open."""
+    """The bytes of a regular file of at most `limit` bytes; ConfigError (exit 2) for anything else
+    (fsutil.read_bounded: opened without blocking, checked once open)."""
     def refuse(why: str) -> ConfigError:
         return ConfigError([ConfigProblem(str(file), 1, 1, why)])
 
     try:
-        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        return fsutil.read_bounded(file, limit)
+    except fsutil.TooLarge as e:
+        if e.errno == errno.EFBIG:
+            raise refuse(_too_big(limit)) from e
+        raise refuse(f"{e.strerror}: give a file of saved tool output") from e
     except OSError as e:
         raise refuse(f"cannot read: {e.strerror}") from e
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        mode = st.st_mode
-        if not stat.S_ISREG(mode):
-            what = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
-                    else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket")
-            raise refuse(f"is {what}, not a regular file: give a file of saved tool output")
-        if st.st_size > limit:
-            raise refuse(_too_big(limit))
-        try:
-            data = f.read(limit + 1)
-        except OSError as e:
-            raise refuse(f"cannot read: {e.strerror}") from e
-    if len(data) > limit:  # it grew while read
-        raise refuse(_too_big(limit))
-    return data
 
 
 def _too_big(limit: int) -> str:

@@ -41,6 +41,7 @@ class Thresholds:
     cpu_wait: float = 0.25  # s/s the workload's tasks were runnable but waited for a CPU
     cpu_throttled: float = 0.1  # CFS periods in which the cgroup's quota stopped the workload
     disk_util: float = 0.9  # device busy (I/O in flight) this fraction of the tick: saturated
+    io_queue: float = 4.0  # requests in flight on a device on average: a deep (asynchronous) queue
     io_limit: float = 0.9  # cgroup I/O rate this fraction of its io.max / blkio limit: held by it
     io_pressure: float = 0.2  # PSI io `some` (node scope, or the workload's cgroup on v2)
     mem_pressure: float = 0.1  # PSI memory `some`
@@ -176,13 +177,20 @@ def _storage(w: Window, th: Thresholds) -> Optional[Finding]:
     def busy_disks(t: Tick) -> list[str]:
         return [d for d, s in t.disks.items() if s.util >= th.disk_util]
 
+    def deep(t: Tick) -> list[str]:
+        return [d for d, s in t.disks.items() if s.queue >= th.io_queue]
+
     def flag(t: Tick) -> bool:
         if at_limit(t):
             return True
         if w.scope == "node":
             return bool(busy_disks(t)) or t.psi.get("io.some", 0.0) >= th.io_pressure
-        moving = (t.work_read_bps or 0.0) + (t.work_write_bps or 0.0) > 0 or bool(busy_disks(t))
-        return (t.tasks_d >= 1 and moving) or t.cg_psi.get("io.some", 0.0) >= th.io_pressure
+        own = (t.work_read_bps or 0.0) + (t.work_write_bps or 0.0) > 0
+        moving = own or bool(busy_disks(t))
+        # asynchronous I/O (libaio, io_uring, NFS, GDS) waits in S state, not D: the workload's
+        # own I/O moving while a device is saturated or holds a deep queue is waiting on storage
+        return (t.tasks_d >= 1 and moving) or (own and bool(busy_disks(t) or deep(t))) \
+            or t.cg_psi.get("io.some", 0.0) >= th.io_pressure
 
     flags = [flag(t) for t in ticks]
     share = _share(ticks, flags)
@@ -194,6 +202,8 @@ def _storage(w: Window, th: Thresholds) -> Optional[Finding]:
     d_tasks = _mean([t.tasks_d for t in hit]) or 0.0
     waiting = (f"; {num(d_tasks)} task{'' if d_tasks == 1 else 's'} in D state on average"
                if d_tasks else "")
+    if w.scope != "node" and not d_tasks and any(deep(t) or busy_disks(t) for t in hit):
+        waiting = "; its tasks slept (S state) with their I/O in flight: asynchronous I/O"
     if limited:
         dev = limited[0]
         ios = [t.io[dev] for t in hit if dev in t.io]

@@ -26,9 +26,12 @@ checks:
 """
 
 
+NODE_MEMORY = 2_150_000_000_000  # MemTotal of a 2 TB HGX H100 node: the profile's host memory floor holds
+
+
 def node(tmp_path: Path, *args: str, scenario: dict[str, Any], path_dir: Path | None = None,
          suite: str = SUITE) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
-    spec = write(tmp_path / "scenario.json", json.dumps(scenario))
+    spec = write(tmp_path / "scenario.json", json.dumps({"memory_bytes": NODE_MEMORY, **scenario}))
     out = tmp_path / f"out{len(list(tmp_path.glob('out*')))}"  # one per run: each record its own
     env = {**os.environ}
     if path_dir is not None:

@@ -78,6 +78,29 @@ def test_fio_through_a_blkio_limit_is_storage_bound_on_that_device(tmp_path: Pat
 
 
 @pytest.mark.slow
+def test_fio_libaio_at_queue_depth_16_is_storage_bound_though_it_sleeps_in_s_state(tmp_path: Path) -> None:
+    """Asynchronous I/O waits in io_getevents (S state), never in D: a workload whose own I/O keeps
+    a device's queue deep is still held back by storage. The CPU rules are raised out of the way:
+    this machine's other tenants make any workload wait for a CPU now and then."""
+    repro.need("fio")
+    data = tmp_path / "aio.dat"
+    data.write_bytes(b"\0" * (64 << 20))
+    try:  # O_DIRECT needs a real filesystem (tmpfs refuses it)
+        os.close(os.open(data, os.O_RDONLY | os.O_DIRECT))
+    except OSError as e:
+        pytest.skip(f"no O_DIRECT on {tmp_path}: {e}")
+    doc = observe(tmp_path, "aio", "--duration", "4", "--threshold", "cpu_wait=100",
+                  "--threshold", "cpu_busy=100", "--",
+                  "fio", "--name=aio", f"--filename={data}", "--rw=randread", "--bs=4k", "--direct=1",
+                  "--ioengine=libaio", "--iodepth=16", "--time_based", "--runtime=10", "--output=/dev/null")
+    assert doc["primary"] == "storage", doc["verdict"]
+    f = finding(doc, "storage")
+    assert f["share"] >= 0.5 and f["devices"], f
+    assert "asynchronous I/O" in f["evidence"] and "D state" not in f["evidence"]
+    assert f["processes"][0]["comm"] == "fio"
+
+
+@pytest.mark.slow
 def test_stress_ng_vm_under_a_memory_limit_is_memory_bound(tmp_path: Path) -> None:
     repro.need("stress-ng")
     with repro.cgroup("memory", memory__limit_in_bytes=str(100 << 20)) as cg:

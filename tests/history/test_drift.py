@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -56,9 +57,35 @@ def test_rise_growth_and_rate_limits_and_what_is_not_judged():
     assert out.evaluations == ()
     assert out.notes == ("fio.iops: no such metric measured in this run",
                          "nvme/nvme.percentage_used{device=nvme0n1}: no previous run yet to compare with")
-    other = RunPoint("q0", "2026-01-01T00:00:00Z", "ACCEPTED", {K: 1.0})  # other parameters: no pair
+    other = RunPoint("q0", "2026-01-01T00:00:00Z", "ACCEPTED", {K: 1.0})  # another check only: no pair
     (note,) = evaluate([rate], {wear: (5.0, "%")}, "2026-04-01T00:00:00Z", None, other).notes
-    assert "the previous run (q0) has no value of this series" in note
+    assert "the previous run (q0) did not run check nvme" in note
+
+
+def test_a_missing_reference_says_why():
+    """No go-live, another check, other parameters, a swapped part: each says so in words."""
+    rule = SourcedRule(DriftRule(metric="fio.iops", vs="golive", max_drop_pct=5), "s")
+    now = replace(K, params="p-4k")
+
+    def note(golive: RunPoint | None, key: SeriesKey = now) -> str:
+        (n,) = evaluate([rule], {key: (9.0, "IOPS")}, "2026-04-01T00:00:00Z", golive, None).notes
+        return n
+
+    assert "no go-live yet to compare with" in note(None) and "harness history pin" in note(None)
+    other_check = RunPoint("g", "2026-01-01T00:00:00Z", "ACCEPTED", {}, "acceptance", {"burn": "x"})
+    assert "the go-live (g, suite acceptance) did not run check fio" in note(other_check)
+    other_bs = RunPoint("g", "2026-01-01T00:00:00Z", "ACCEPTED", {replace(K, params="p-1m"): 5.0},
+                        "acceptance", {"fio": "p-1m"})
+    assert "ran check fio with parameters that measure something else" in note(other_bs)
+    gpu = SeriesKey("burn", "fio.iops", (("gpu", "3"),), "SER-NEW", "p-4k")
+    swapped = RunPoint("g", "2026-01-01T00:00:00Z", "ACCEPTED", {replace(gpu, part="SER-OLD"): 5.0},
+                       "acceptance", {"burn": "p-4k"})
+    assert "measured this on another part: swapped since" in note(swapped, gpu)
+    # a go-live recorded before digests left run lengths out: said so, not "something else"
+    new = replace(K, params="m1:0123456789abcdef")
+    old = RunPoint("g", "2026-01-01T00:00:00Z", "ACCEPTED", {replace(K, params="fedcba9876543210"): 5.0},
+                   "acceptance", {"fio": "fedcba9876543210"})
+    assert "recorded by an older harness whose series counted run lengths" in note(old, new)
 
 
 def test_a_rule_needs_a_limit():

@@ -113,6 +113,12 @@ EXPECTED: dict[str, dict] = {
         "values": {"disk.smart_passed": 1, "disk.temperature": 35, "disk.power_on_hours": 1100,
                    "disk.reallocated_sectors": 0, "disk.reported_uncorrect": 0,
                    "disk.pending_sectors": 0, "disk.offline_uncorrectable": 0}},
+    "telegraf-hgst-huh721212al5204-sas-smartctl66.txt": {  # SAS: `Current Drive Temperature: 34 C`
+        "labels": {"serial": "8HJ39K3H"},
+        "values": {"disk.smart_passed": 1, "disk.temperature": 34}},
+    "zbx-smartctl-issue101-FRAGMENT-megaraid3-seagate-sas-smartctl543.txt": {  # SAS behind MegaRAID
+        "labels": {"serial": "Z1ZB1QCV0000R642KQ5C"},
+        "values": {"disk.smart_passed": 1, "disk.temperature": 40}},
     "smartctl7.3-nvme0-open-failed-text.txt": {
         "valid": False, "values": {},
         "problems": ["smartctl: Smartctl open device: /dev/nvme0 failed: No such device"]},

@@ -214,3 +214,25 @@ def test_never_raises_on_any_text(lines):
     r = smartctl.parse("\n".join(lines))
     assert r.valid is (not r.problems)
     assert all(m.value == m.value for m in r.metrics)  # no NaN
+
+
+SAS = {"telegraf-hgst-huh721212al5204-sas-smartctl66.txt": (34, "8HJ39K3H", "HGST HUH721212AL5204"),
+       # behind a MegaRAID controller (`-d megaraid,3`), dot thousands in the capacity
+       "zbx-smartctl-issue101-FRAGMENT-megaraid3-seagate-sas-smartctl543.txt":
+           (40, "Z1ZB1QCV0000R642KQ5C", "SEAGATE ST4000NM0023")}
+
+
+@pytest.mark.parametrize("name", sorted(SAS))
+def test_cli_reads_the_temperature_of_a_sas_drive(name):
+    """SCSI/SAS text (`Current Drive Temperature:     34 C`) gives disk.temperature and its health."""
+    temp, serial, model = SAS[name]
+    out = harness("parse", "smartctl", str(DATA / name))
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    got = {m["name"]: m for m in doc["metrics"]}
+    assert doc["valid"] is True
+    assert got["disk.temperature"]["value"] == temp and got["disk.temperature"]["unit"] == "C"
+    assert got["disk.temperature"]["labels"] == {"serial": serial}
+    assert got["disk.smart_passed"]["value"] == 1
+    rep = smartctl_text.read(text(name))
+    assert rep.protocol == "SCSI" and rep.identity["model"] == model

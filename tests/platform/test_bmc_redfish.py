@@ -141,7 +141,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # no "Connection: close": the client learns on its next request
 
     def _send(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = b"" if body is None else json.dumps(body).encode()
+        data = b"" if body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
         self.send_response(code)
         for k, v in {"Content-Type": "application/json", **(headers or {})}.items():
             self.send_header(k, v)
@@ -293,6 +293,17 @@ def test_links_to_other_hosts_are_not_followed(serve: Any) -> None:
     tree["/redfish/v1/Chassis"] = {"Members": [{"@odata.id": "https://203.0.113.9/redfish/v1/Chassis/1U"}]}
     bmc = serve(FakeBmc(tree))
     with pytest.raises(ToolError, match="refusing to follow"):
+        RedfishSource(_config(bmc), ENV).read()
+
+
+def test_json_nested_past_the_recursion_limit_is_a_tool_error(serve: Any) -> None:
+    """A BMC (or what answers in its place) that sends 100,000 nested objects: one ToolError naming
+    the URL, not a RecursionError out of the client (issue #26.11)."""
+    tree = dmtf_tree()
+    tree["/redfish/v1/Chassis"] = b'{"a":' * 100_000 + b"1" + b"}" * 100_000
+    bmc = serve(FakeBmc(tree))
+    with pytest.raises(ToolError, match=r"redfish GET https://127\.0\.0\.1:\d+/redfish/v1/Chassis: not JSON "
+                                        r"\(JSON nested 100000 levels deep"):
         RedfishSource(_config(bmc), ENV).read()
 
 

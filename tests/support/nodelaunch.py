@@ -3,7 +3,8 @@ the PCI bus root (a /sys/bus/pci/devices tree the test built, tests/pcisysfs).
 
 Usage: python tests/support/nodelaunch.py SCENARIO.json ARGS...   (ARGS as for `harness`).
 Scenario: {"gpus": [FakeGpu fields...], "bus_ids": ["0000:1b:00.0", ...] (NVML's PCI address of
-each GPU), "nvml_fails": "why" (nvmlInit raises), "pci_root": "/path/to/devices"}. Everything else,
+each GPU), "nvml_fails": "why" (nvmlInit raises), "pci_root": "/path/to/devices", "memory_bytes": N
+(MemTotal as the node reports it; default: this machine's)}. Everything else,
 lsblk (PATH decides which), the CLI, runner, checks and compare, is the real thing.
 """
 
@@ -31,6 +32,11 @@ def main() -> None:
     from harness.platform import pci
 
     pci.SYSFS = Path(scenario["pci_root"])
+    if "memory_bytes" in scenario:  # an 8-GPU node's host memory, not this machine's
+        from harness.parsers import sysinfo as parse
+
+        real = parse.parse_meminfo
+        parse.parse_meminfo = lambda text: {**real(text), "MemTotal": int(scenario["memory_bytes"])}
     sys.argv = ["harness", *sys.argv[2:]]
     from harness.cli.main import main as cli
 

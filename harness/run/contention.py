@@ -1,0 +1,334 @@
+"""The contention gate: a busy node must not read as a bad one.
+
+Before and during every check that loads the node (a measurement: fio, a burn, bandwidth, NCCL,
+RDMA, ...) the gate records the competing load that can change its number: other processes'
+runnable tasks per CPU and the CPU time stolen by a hypervisor, pressure stall (PSI) of cpu, io
+and memory, other processes' I/O on the disk a storage check measures (all its I/O less the check's
+own processes'; every physical disk when the target is not one disk), memory left available, and
+other processes on the GPUs. Before the check it waits,
+bounded (`contention.timeout`, like the settle gate), while the node is contended; still contended,
+the check is ERRORED "contended: ..." and does not run. During the check it samples every
+WINDOW_S; a measurement contended for at least DURING_SHARE of its windows is ERRORED with the
+evidence, its metrics kept but not judged as hardware. The evidence is in the check's
+details["contention"]. LIMITS is the one table of thresholds; `resources` says which load matters
+to which kind of measurement. $HARNESS_CONTENTION=record records the load but refuses nothing
+(a shared lab machine whose competing load is accepted; the test suite), `off` reads nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.numfmt import fmt_value
+from harness.parsers.sysinfo import parse_meminfo
+from harness.platform import diskstats, nvml
+from harness.platform.procfs import ProcFs
+
+if TYPE_CHECKING:
+    from harness.config.loader import ResolvedCheck
+
+MODES = ("gate", "record", "off")
+WINDOW_S = 1.0
+RECORD_WINDOW_S = 0.25  # record mode reads a shorter window: it refuses nothing
+DURING_SHARE = 0.5
+STORAGE_KINDS = frozenset({"fio", "data_path"})
+VIRTUAL_DISKS = ("loop", "md", "dm-", "zram", "ram", "nbd")  # their I/O lands on a physical disk too
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The one table of contention thresholds (shares 0-1 of a window unless a unit is named)."""
+
+    runnable_per_cpu: float = 3.0  # other processes' runnable tasks per CPU: a check gets <= 1/4 CPU
+    steal: float = 0.2  # CPU time the hypervisor gave to other guests
+    cpu_some: float = 0.9  # PSI cpu `some` before the check (nothing of the check runs yet)
+    io_some: float = 0.5  # PSI io `some` before a storage check
+    mem_some: float = 0.2  # PSI memory `some`
+    mem_available: float = 0.03  # MemAvailable / MemTotal below this: the page cache is gone
+    foreign_io_bps: float = 50e6  # other processes' disk I/O, B/s (during: and >= 25% of the check's)
+    foreign_io_share: float = 0.25
+
+
+LIMITS = Limits()
+
+
+def resources(check: ResolvedCheck) -> frozenset[str]:
+    """What competing load can change this check's number."""
+    out = {"cpu", "steal", "memory"}
+    if check.kind.name in STORAGE_KINDS:
+        out.add("io")
+    if "gpu" in check.kind.needs or check.kind.settle:
+        out.add("gpu")
+    return frozenset(out)
+
+
+def mode_of(env: Mapping[str, str]) -> str:
+    """The gate's mode from $HARNESS_CONTENTION (default "gate"; an unknown value gates)."""
+    value = env.get("HARNESS_CONTENTION", "").strip().lower()
+    return value if value in MODES else "gate"
+
+
+OBSERVERS = frozenset({"observe"})  # they report what holds a workload back, competing load included
+
+
+def wants(check: ResolvedCheck) -> bool:
+    """Whether the gate watches this check: the suite decides, else whether the kind loads the node
+    (and is not an observer)."""
+    enabled = check.contention.enabled
+    if enabled is not None:
+        return enabled
+    return check.kind.name not in OBSERVERS and check.kind.loads(check.params)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The node's counters at one moment, the check's own processes' share set apart."""
+
+    t: float
+    steal: int = 0
+    cpu_total: int = 0
+    ncpu: int = 1
+    running: int = 0  # runnable tasks of other processes
+    psi: Mapping[str, int] = field(default_factory=dict)  # resource -> `some` total, us
+    disk_bytes: int | None = None  # physical disks, read + written
+    own_io: Mapping[int, int] = field(default_factory=dict)  # pid of ours -> bytes read + written
+    mem_available: float | None = None  # share of MemTotal
+
+
+def target_disks(check: ResolvedCheck, sys_root: Path = Path("/sys")) -> frozenset[str] | None:
+    """The whole disk a storage check measures (its `target`, else the temporary directory), or
+    None for every physical disk (several targets, a virtual device, an unknown path)."""
+    if check.kind.name not in STORAGE_KINDS or getattr(check.params, "targets", None):
+        return None
+    target = getattr(check.params, "target", None) or tempfile.gettempdir()
+    try:
+        st = os.stat(target)
+    except (OSError, TypeError, ValueError):
+        return None
+    dev = st.st_rdev if stat.S_ISBLK(st.st_mode) else st.st_dev
+    try:
+        node = (sys_root / "dev" / "block" / f"{os.major(dev)}:{os.minor(dev)}").resolve(strict=True)
+    except OSError:
+        return None
+    disk = node.parent if (node / "partition").exists() else node
+    return None if disk.name.startswith(VIRTUAL_DISKS) else frozenset({disk.name})
+
+
+def snapshot(fs: ProcFs, clock: Callable[[], float] = time.monotonic,
+             disks_of: frozenset[str] | None = None) -> Snapshot:
+    """Read the node now (each source only where present); disk I/O of `disks_of`, else of every
+    physical disk."""
+    own = fs.descendants([os.getpid()])
+    own_running = sum(1 for pid in own for tid in fs.threads(pid)
+                      if (t := fs.task(pid, tid)) is not None and t.state == "R")
+    try:
+        cpu = fs.stat()
+    except ValueError:  # a /proc/stat without its cpu line (a broken or partial read): left out
+        cpu = None
+    psi = {r: p.some_us for r in ("cpu", "io", "memory") if (p := fs.pressure(r)) is not None}
+    disks = diskstats.read(fs.proc.parent)
+    disk_bytes = None if disks is None else sum(
+        d.read_bytes + d.write_bytes for n, d in disks.items()
+        if (n in disks_of if disks_of is not None else not n.startswith(VIRTUAL_DISKS)))
+    own_io = {pid: r + w for pid in own if (io := fs.io(pid)) is not None for r, w in [io]}
+    mem: float | None = None
+    try:
+        with open(fs.proc / "meminfo", encoding="utf-8") as f:
+            m = parse_meminfo(f.read())
+        mem = m["MemAvailable"] / m["MemTotal"] if m.get("MemTotal") and "MemAvailable" in m else None
+    except OSError:
+        pass
+    if cpu is None:
+        return Snapshot(clock(), psi=psi, disk_bytes=disk_bytes, own_io=own_io, mem_available=mem)
+    return Snapshot(clock(), cpu.steal, cpu.total, cpu.ncpu, max(0, cpu.running - own_running), psi,
+                    disk_bytes, own_io, mem)
+
+
+def window(a: Snapshot, b: Snapshot) -> dict[str, float]:
+    """The competing load between two snapshots, by name (only what both could read)."""
+    dt = max(b.t - a.t, 1e-3)
+    out: dict[str, float] = {"runnable_per_cpu": round(b.running / max(b.ncpu, 1), 2)}
+    if b.cpu_total > a.cpu_total:
+        out["steal"] = round((b.steal - a.steal) / (b.cpu_total - a.cpu_total), 3)
+    for r in ("cpu", "io", "memory"):
+        if r in a.psi and r in b.psi:
+            out[f"psi_{r}_some"] = round(min(1.0, (b.psi[r] - a.psi[r]) / 1e6 / dt), 3)
+    own = sum(v - a.own_io.get(pid, 0) for pid, v in b.own_io.items())
+    out["own_io_bps"] = round(max(0, own) / dt)
+    if a.disk_bytes is not None and b.disk_bytes is not None:
+        out["foreign_io_bps"] = round(max(0, b.disk_bytes - a.disk_bytes - own) / dt)
+    if b.mem_available is not None:
+        out["mem_available"] = round(b.mem_available, 3)
+    return out
+
+
+def judge(load: Mapping[str, Any], wanted: frozenset[str], before: bool,
+          lim: Limits = LIMITS) -> list[str]:
+    """What in `load` contends with a check that depends on `wanted`, in words ([] for nothing).
+    PSI cpu and io are judged before the check only: during it the check's own load raises them."""
+    out = []
+    if "cpu" in wanted and load.get("runnable_per_cpu", 0) >= lim.runnable_per_cpu:
+        out.append(f"cpu: {load['runnable_per_cpu']:g} runnable tasks of other processes per CPU "
+                   f"(limit {lim.runnable_per_cpu:g})")
+    if "cpu" in wanted and before and load.get("psi_cpu_some", 0) >= lim.cpu_some:
+        out.append(f"cpu: tasks waited for a CPU {load['psi_cpu_some']:.0%} of the time (PSI)")
+    if "steal" in wanted and load.get("steal", 0) >= lim.steal:
+        out.append(f"steal: the hypervisor took {load['steal']:.0%} of the CPU time")
+    if "memory" in wanted and load.get("psi_memory_some", 0) >= lim.mem_some:
+        out.append(f"memory: tasks stalled on memory {load['psi_memory_some']:.0%} of the time (PSI)")
+    if "memory" in wanted and load.get("mem_available", 1.0) < lim.mem_available:
+        out.append(f"memory: {load['mem_available']:.1%} of memory available")
+    if "io" in wanted:
+        foreign, own = load.get("foreign_io_bps", 0), load.get("own_io_bps", 0)
+        if foreign >= lim.foreign_io_bps and (before or foreign >= lim.foreign_io_share * own):
+            where = ", ".join(load["disks"]) if load.get("disks") else "the disks"
+            out.append(f"io: other processes moved {fmt_value(foreign / 1e9, 'GB/s', 3)} on {where}"
+                       + ("" if before else f" (the check: {fmt_value(own / 1e9, 'GB/s', 3)})"))
+        if before and load.get("psi_io_some", 0) >= lim.io_some:
+            out.append(f"io: tasks waited for I/O {load['psi_io_some']:.0%} of the time (PSI)")
+    return out
+
+
+def busy_processes(fs: ProcFs, top: int = 3) -> list[str]:
+    """Other processes with runnable threads now, most first: 'stress-ng-cpu x12'."""
+    own = set(fs.descendants([os.getpid()]))
+    counts: dict[str, int] = {}
+    for pid in fs.pids():
+        if pid in own:
+            continue
+        t = fs.task(pid)
+        if t is not None and t.state == "R":
+            counts[t.comm] = counts.get(t.comm, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+    return [f"{name} x{n}" if n > 1 else name for name, n in ranked]
+
+
+def gpu_others(session: Callable[[], nvml.NvmlSession] = nvml.NvmlSession) -> list[str]:
+    """Other processes on the GPUs, as 'GPU n: pid p (x GiB)'; [] without NVML."""
+    try:
+        nv = session()
+    except nvml.NvmlUnavailable:
+        return []
+    try:
+        ours = set(ProcFs().descendants([os.getpid()]))
+        return [f"GPU {g.gpu}: pid {pid} ({mem / 2**30:.1f} GiB)" for g in nv.observe()
+                for pid, mem in g.processes if pid not in ours]
+    finally:
+        nv.close()
+
+
+class Gate:
+    """The contention gate of one run: `before` a check (wait or refuse), `watch` it while it runs."""
+
+    def __init__(self, fs: ProcFs | None = None, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep, window_s: float | None = None,
+                 gpus: Callable[[], list[str]] = gpu_others, mode: str | None = None) -> None:
+        self.fs, self.clock, self.sleep = fs or ProcFs(), clock, sleep
+        self.mode = mode or mode_of(os.environ)
+        self.gpus = gpus
+        self.window_s = window_s or (RECORD_WINDOW_S if self.mode == "record" else WINDOW_S)
+
+    def _read(self, wanted: frozenset[str], disks: frozenset[str] | None) -> tuple[dict[str, Any], list[str]]:
+        a = snapshot(self.fs, self.clock, disks)
+        self.sleep(self.window_s)
+        load: dict[str, Any] = window(a, snapshot(self.fs, self.clock, disks))
+        if disks and "io" in wanted:
+            load["disks"] = sorted(disks)
+        why = judge(load, wanted, before=True)
+        if any(w.startswith("cpu: ") for w in why) and (names := busy_processes(self.fs)):
+            load["processes"] = names
+            why = [f"{w} ({', '.join(names)})" if w.startswith("cpu: ") and "runnable" in w else w
+                   for w in why]
+        if "gpu" in wanted and (others := self.gpus()):
+            load["gpu_processes"] = others
+            why.append("gpu: other processes on the GPUs: " + "; ".join(others[:4]))
+        return load, why
+
+    def before(self, check: ResolvedCheck, stop: Callable[[], bool],
+               note: Callable[[str], None]) -> tuple[dict[str, Any], str]:
+        """(details, reason): the load before `check`, waited for while contended; the reason is ""
+        when the check may measure, else what still contended after `contention.timeout`."""
+        if self.mode == "off" or not wants(check):
+            return {}, ""
+        wanted, limit, t0 = resources(check), check.contention.timeout, self.clock()
+        disks = target_disks(check) if "io" in wanted else None
+        noted = False
+        while True:
+            load, why = self._read(wanted, disks)
+            waited = round(self.clock() - t0 - self.window_s, 1)
+            rec = {"before": load, "waited_s": max(0.0, waited), "timeout_s": limit}
+            if not why:
+                return {"contention": rec}, ""
+            rec["contended"] = why
+            if self.mode == "record":
+                return {"contention": {**rec, "gated": False}}, ""
+            if stop() or self.clock() - t0 >= limit:
+                return {"contention": rec}, "; ".join(why) + (f" (waited {limit:g} s)" if not stop() else "")
+            if not noted:
+                note(f"waiting up to {limit:g} s for competing load to go: {'; '.join(why)}")
+                noted = True
+
+    def watch(self, check: ResolvedCheck) -> Watch:
+        """A sampler of the competing load while `check` runs (a no-op when the gate does not watch it)."""
+        wanted = resources(check) if self.mode != "off" and wants(check) else frozenset()
+        return Watch(self, wanted, target_disks(check) if "io" in wanted else None)
+
+
+class Watch:
+    """Samples the competing load every window until stopped; `contended` says what it found."""
+
+    def __init__(self, gate: Gate, wanted: frozenset[str], disks: frozenset[str] | None = None) -> None:
+        self.gate, self.wanted, self.disks = gate, wanted, disks
+        self.windows: list[dict[str, Any]] = []
+        self.found: list[list[str]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if wanted:
+            self._thread = threading.Thread(target=self._loop, name="contention", daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        a = snapshot(self.gate.fs, self.gate.clock, self.disks)
+        while not self._stop.wait(self.gate.window_s):
+            b = snapshot(self.gate.fs, self.gate.clock, self.disks)
+            load: dict[str, Any] = window(a, b)
+            if self.disks:
+                load["disks"] = sorted(self.disks)
+            self.windows.append(load)
+            self.found.append(judge(load, self.wanted, before=False))
+            a = b
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=5 * self.gate.window_s)
+
+    @property
+    def refuses(self) -> str:
+        """What made the measurement contended when the gate refuses it ("" in record mode)."""
+        return self.contended if self.gate.mode == "gate" else ""
+
+    @property
+    def contended(self) -> str:
+        """What contended the measurement for at least DURING_SHARE of its windows ("" for nothing)."""
+        hit = [f for f in self.found if f]
+        if not self.windows or len(hit) < DURING_SHARE * len(self.windows):
+            return ""
+        worst: list[str] = sorted(hit, key=len)[-1]
+        return f"{len(hit)} of {len(self.windows)} s: " + "; ".join(worst)
+
+    def details(self) -> dict[str, Any]:
+        if not self.wanted:
+            return {}
+        worst = {k: max(w.get(k, 0) for w in self.windows) for k in
+                 ("runnable_per_cpu", "steal", "psi_memory_some", "foreign_io_bps")} if self.windows else {}
+        return {"windows": len(self.windows), "contended_windows": sum(1 for f in self.found if f),
+                "worst": worst, "contended": self.contended}

@@ -1,0 +1,161 @@
+"""Every parse kind against hostile input (issue #26.11): JSON nested past the recursion limit,
+digits that str.isdigit accepts and int() does not ('⒍'), numbers no float holds, one very long
+progress segment, a million '{'. A parser answers with a ParseResult (finite metrics when valid)
+or with the harness's own error; it never raises anything else, and it is never quadratic."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness.errors import HarnessError
+from harness.parsers import base
+from harness.parsers.base import ParseResult, json_objects
+from harness.parsers.registry import parsers
+
+DATA = Path(__file__).parents[1] / "data"
+KINDS = sorted(parsers())
+SEEDS = sorted(p for p in DATA.rglob("*") if p.is_file() and p.suffix != ".md" and p.stat().st_size < 300_000)
+DEEP = 5000  # past the interpreter's recursion limit (1000)
+ODD_DIGITS = "⒍٣５²𝟗"  # a digit to str.isdigit (or \d), not always to int()
+
+
+def _own(kind: str) -> list[Path]:
+    stem = kind.split("-")[0]
+    return [p for p in SEEDS if p.parent.name == kind or p.parent.name.startswith(stem)] or SEEDS[:3]
+
+
+def _judge(kind: str, text: str) -> ParseResult | None:
+    """The parser's answer, held to the contract; None when it raised the harness's own error."""
+    try:
+        result = parsers()[kind](text)
+    except HarnessError:
+        return None
+    assert isinstance(result, ParseResult), f"{kind} returned {type(result).__name__}"
+    if not result.valid:
+        assert result.problems, f"{kind}: invalid without saying why"
+    for m in result.metrics:
+        assert isinstance(m.value, (int, float)) and math.isfinite(m.value), f"{kind}: {m}"
+    json.dumps(result.to_dict(), allow_nan=False)
+    return result
+
+
+def _deep_object(depth: int) -> str:
+    return '{"a":' * depth + "1" + "}" * depth
+
+
+HOSTILE = {
+    "deep object": lambda text: _deep_object(DEEP),
+    "deep object spliced in": lambda text: (text[: len(text) // 2] + _deep_object(DEEP)
+                                            + text[len(text) // 2:]),
+    "deep array": lambda text: "[" * DEEP + "]" * DEEP,
+    "deep value in a real document": lambda text: text.replace(": ", ": " + "[" * DEEP + "0" + "]" * DEEP, 1),
+    "odd digits": lambda text: "".join(ODD_DIGITS[int(c) % len(ODD_DIGITS)] if c in "0123456789"
+                                       and (i % 3 == 0) else c for i, c in enumerate(text)),
+    "every digit odd": lambda text: text.translate(str.maketrans("0123456789", "⒍" * 10)),
+    "huge numbers": lambda text: "".join(("9" * 400 if c == "1" else "-" + "9" * 400 if c == "2" else c)
+                                         for c in text[:20000]),
+    "more digits than int() reads": lambda text: text.replace("0", "9" * 5000, 3),
+    "one long segment": lambda text: " ".join(text.splitlines()[:40]) * 50,
+    "a million braces": lambda text: "{" * 20_000 + text,
+    "control bytes": lambda text: text.replace("\n", "\x00\x1b[2J\n", 20),
+}
+
+
+@pytest.mark.parametrize("how", sorted(HOSTILE))
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_on_hostile_variants_of_its_own_output(kind: str, how: str) -> None:
+    for seed in _own(kind)[:1]:
+        _judge(kind, HOSTILE[how](seed.read_text(errors="replace")))
+
+
+@st.composite
+def hostile(draw: st.DrawFn) -> tuple[str, str]:
+    kind = draw(st.sampled_from(KINDS))
+    seed = draw(st.sampled_from(_own(kind)))
+    text = seed.read_text(errors="replace")
+    for how in draw(st.lists(st.sampled_from(sorted(HOSTILE)), min_size=1, max_size=2)):
+        text = HOSTILE[how](text)
+    cut = draw(st.integers(0, len(text)))
+    return kind, text[:cut] if draw(st.booleans()) else text
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.data_too_large])
+@given(case=hostile())
+def test_hostile_inputs_never_raise_and_metrics_stay_finite(case: tuple[str, str]) -> None:
+    _judge(*case)
+
+
+@pytest.mark.parametrize("kind", ["fio", "iperf3", "redfish-power", "nvme-smart", "smartctl"])
+def test_json_nested_past_the_recursion_limit_is_invalid_not_a_crash(kind: str) -> None:
+    result = _judge(kind, _deep_object(100_000))
+    assert result is not None and not result.valid
+
+
+def test_a_digit_int_cannot_read_is_not_a_gpu_index() -> None:
+    text = (DATA / "nvbandwidth" / "nvbandwidth_v0.10.0_8x_h100_d2d_memcpy_read_ce.txt").read_text()
+    assert _judge("nvbandwidth", text.replace("         7\n", "         ⒍\n", 1)) is not None
+    assert _judge("nvbandwidth", text.replace("\n 7 ", "\n ⒍ ", 1)) is not None
+
+
+@pytest.mark.parametrize("field, raw", [("avail_spare", "9" * 400), ("spare_thresh", "-" + "9" * 400),
+                                        ("data_units_read", 1e305), ("power_on_hours", 10 ** 400),
+                                        ("media_errors", "0x" + "f" * 300)])
+def test_nvme_numbers_no_float_holds_are_named_not_inf(field: str, raw: object) -> None:
+    doc = {"critical_warning": 0, "avail_spare": 100, "spare_thresh": 10, field: raw}
+    result = _judge("nvme-smart", json.dumps(doc))
+    assert result is not None and not result.valid
+    assert any(p.startswith(field) or field.split("_")[0] in p for p in result.problems), result.problems
+
+
+def test_json_objects_decodes_only_balanced_spans() -> None:
+    """A million '{' cost the old reader a decode (and an error message scanning the whole text
+    before it) at every brace; now the text is scanned once and nothing is handed to json."""
+    calls = []
+    real = base.json.JSONDecoder.raw_decode
+
+    def counting(self: base.json.JSONDecoder, s: str, idx: int = 0) -> tuple[object, int]:
+        calls.append(len(s) - idx)
+        return real(self, s, idx)
+
+    base.json.JSONDecoder.raw_decode = counting  # type: ignore[method-assign]
+    try:
+        assert list(json_objects("{" * 20_000 + '{"a": {"b": 1}}' + "{" * 20_000)) == [{"a": {"b": 1}}]
+        assert list(json_objects('{"a": {"b": 1}, oops}{"c": 2}')) == [{"b": 1}, {"c": 2}]
+    finally:
+        base.json.JSONDecoder.raw_decode = real  # type: ignore[method-assign]
+    assert len(calls) <= 4, len(calls)
+
+
+_BOUNDED = textwrap.dedent("""
+    import resource, sys
+    resource.setrlimit(resource.RLIMIT_CPU, (int(sys.argv[2]), int(sys.argv[2])))
+    from harness.parsers.registry import parsers
+    text = sys.stdin.read()
+    print(parsers()[sys.argv[1]](text).valid)
+""")
+
+
+@pytest.mark.parametrize("kind, text", [
+    ("gpu-burn", "proc'd: 1 (2 Gflop/s) " * 45_000),
+    ("gpu-burn", "10.0%  proc'd: " + "1" * 300_000 + " errors: 0   temps: 40 C"),
+    ("gpu-burn", "10.0%  proc'd: 1 (2 Gflop/s)   errors: 0   temps: 4" + " " * 300_000 + "- 5 C"),
+    ("fio", "{" * 1_000_000),
+])
+def test_long_hostile_inputs_parse_within_a_cpu_limit(kind: str, text: str) -> None:
+    """Inputs the old parsers took minutes to hours over (quadratic); a CPU-time limit far above
+    what a linear parser needs (benchmarks/bench_parser_hostile.py measures it) bounds the run."""
+    limit = 60
+    proc = subprocess.run([sys.executable, "-c", _BOUNDED, kind, str(limit)], input=text, text=True,
+                          capture_output=True, timeout=limit * 4)
+    assert proc.returncode == 0, f"{kind}: killed or failed (rc {proc.returncode}): {proc.stderr[-300:]}"
+    assert proc.stdout.strip() == "False"

@@ -1,0 +1,252 @@
+"""A busy node is not a bad one: the contention gate through `harness run` under real competing
+load on this machine (stress-ng on every CPU, a second fio writing to the same disk), and the gate's
+judgement, bounded wait and in-measurement sampling on /proc trees that change under it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from clihelp import harness, results, run_dirs, write
+
+from harness.config.models import Contention
+from harness.platform.procfs import ProcFs
+from harness.run import contention as cn
+
+FIO_SUITE = """\
+name: busy
+defaults:
+  contention: {timeout: 2}
+checks:
+  - id: fio
+    kind: fio
+    params:
+      jobs:
+        - {name: randread_4k, rw: randread, bs: 4k, iodepth: 8, size: 16M, runtime: 2}
+"""
+PROFILE = ("name: lenient\nexpectations:\n"
+           "  - {metric: fio.iops, labels: {job: randread_4k, rw: read}, min: 1, unit: IOPS}\n")
+
+
+@pytest.fixture
+def competing(request: pytest.FixtureRequest) -> Iterator[list[subprocess.Popen[bytes]]]:
+    procs: list[subprocess.Popen[bytes]] = []
+    yield procs
+    for p in procs:  # bounded: each load ends by itself within its -t / --runtime anyway
+        p.terminate()
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=10)
+
+
+def run_busy(tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], dict, Path]:
+    out = tmp_path / "out"
+    r = harness("run", str(write(tmp_path / "busy.yaml", FIO_SUITE)), "--profile",
+                str(write(tmp_path / "lenient.yaml", PROFILE)), "--output", str(out), "--history", "off",
+                timeout=120)
+    (run_dir,) = run_dirs(out)
+    return r, results(run_dir), run_dir
+
+
+def fio_check(doc: dict) -> dict:
+    return next(c for c in doc["checks"] if c["id"] == "fio")
+
+
+@pytest.mark.slow
+def test_stress_ng_on_every_cpu_makes_fio_errored_contended_not_rejected(tmp_path, competing,
+                                                                          contention_gate):
+    if not shutil.which("stress-ng"):
+        pytest.skip("stress-ng not installed")
+    n = 8 * (os.cpu_count() or 1)  # far more runnable tasks than CPUs
+    competing.append(subprocess.Popen(["stress-ng", "--cpu", str(n), "-t", "30", "-q"]))
+    time.sleep(1.5)
+    r, doc, run_dir = run_busy(tmp_path)
+    assert r.returncode == 3, r.stdout + r.stderr  # ERRORED: the environment, not the disk
+    c = fio_check(doc)
+    # refused before it ran (waited the 2 s first) or, when a window read quiet, during it
+    msg = c["message"]
+    assert c["status"] == "errored" and msg.startswith(("contended: cpu: ", "contended during the "
+                                                        "measurement: ")) and "cpu: " in msg, msg
+    assert not c["evaluations"]  # nothing judged as hardware
+    ev = c["details"]["contention"]
+    during = ev.get("during", {}).get("worst", {})
+    seen = max(ev["before"]["runnable_per_cpu"], during.get("runnable_per_cpu", 0))
+    assert seen >= cn.LIMITS.runnable_per_cpu and ev["timeout_s"] == 2
+    if msg.startswith("contended: "):
+        assert ev["waited_s"] >= 1 and ev["contended"]
+        if "runnable" in msg:  # who competes is named (stress-ng, and on a shared machine others too)
+            assert ev["before"]["processes"] and ev["before"]["processes"][0] in msg
+    assert msg[:40] in (run_dir / "report.html").read_text()
+    assert msg[:40] in r.stdout
+
+
+@pytest.mark.slow
+def test_a_second_fio_on_the_same_disk_is_named_with_its_rate(tmp_path, competing, contention_gate):
+    if not shutil.which("fio"):
+        pytest.skip("fio not installed")
+    data = tmp_path / "other.dat"
+    competing.append(subprocess.Popen(
+        ["fio", "--name=other", f"--filename={data}", "--size=64M", "--rw=write", "--bs=1M", "--direct=1",
+         "--ioengine=libaio", "--iodepth=8", "--time_based", "--runtime=30", "--output=/dev/null"]))
+    time.sleep(2)
+    _, doc, _ = run_busy(tmp_path)
+    c = fio_check(doc)
+    assert c["status"] == "errored" and c["message"].startswith("contended"), c["message"]
+    assert "io: other processes moved" in c["message"], c["message"]
+    load = c["details"]["contention"]["before"]
+    assert load["foreign_io_bps"] >= cn.LIMITS.foreign_io_bps
+    for disk in load.get("disks", []):  # the disk of the temporary directory both fio write to
+        assert f"on {disk}" in c["message"]
+
+
+def test_the_judgement_table():
+    quiet = {"runnable_per_cpu": 0.5, "steal": 0.0, "psi_cpu_some": 0.1, "psi_io_some": 0.0,
+             "psi_memory_some": 0.0, "own_io_bps": 0, "foreign_io_bps": 1e6, "mem_available": 0.8}
+    every = frozenset({"cpu", "steal", "memory", "io", "gpu"})
+    assert cn.judge(quiet, every, before=True) == []
+    busy = {**quiet, "runnable_per_cpu": 6.0, "steal": 0.3, "psi_memory_some": 0.5, "mem_available": 0.01,
+            "foreign_io_bps": 2e8, "psi_io_some": 0.7}
+    words = cn.judge(busy, every, before=True)
+    assert [w.split(":")[0] for w in words] == ["cpu", "steal", "memory", "memory", "io", "io"]
+    assert "io: other processes moved 200 MB/s on the disks" in words
+    # an I/O check's own I/O is not competition; during it, others' I/O counts beside its own
+    assert cn.judge({**quiet, "foreign_io_bps": 2e8, "own_io_bps": 2e9}, every, before=False) == []
+    assert cn.judge({**quiet, "foreign_io_bps": 2e8, "own_io_bps": 4e8}, every, before=False)
+    assert cn.judge(busy, frozenset({"cpu"}), before=True)[0].startswith("cpu: 6 runnable")
+    assert not cn.judge({**quiet, "foreign_io_bps": 2e8}, frozenset({"cpu", "memory"}), before=True)
+
+
+STAT = "cpu  {busy} 0 0 {idle} 0 0 0 {steal} 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\nprocs_running {running}\n"
+
+
+class Tree:
+    """A /proc + /sys/block tree whose counters a test moves on."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.ticks, self.sectors, self.psi = root, 0, 0, 0
+        # the disk the fio check's temporary directory is on (its I/O is what the gate watches)
+        self.disk = sorted(cn.target_disks(resolved()) or {"vdx"})[0]
+        (root / "proc" / "pressure").mkdir(parents=True)
+        (root / "sys" / "block" / self.disk).mkdir(parents=True)
+        (root / "proc" / "meminfo").write_text("MemTotal: 1000 kB\nMemAvailable: 800 kB\n")
+        self.step(running=1, sectors=0)
+
+    def step(self, running: int, sectors: int, steal: int = 0) -> None:
+        self.ticks += 100
+        self.sectors += sectors
+        p = self.root / "proc"
+        put(p / "stat", STAT.format(busy=self.ticks // 2, idle=self.ticks // 2, steal=steal, running=running))
+        for r in ("cpu", "io", "memory"):
+            put(p / "pressure" / r, "some avg10=0 avg60=0 avg300=0 total=0\n")
+        put(p / "diskstats", f" 252 0 {self.disk} 1 0 {self.sectors} 0 1 0 0 0 0 0 0 0\n")
+
+
+def put(path: Path, text: str) -> None:
+    """Replace a file whole, as the kernel's files read: a reader never sees half of it."""
+    tmp = path.with_name(path.name + ".new")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def resolved(timeout: float = 3.0) -> object:
+    from harness.checks.registry import kinds
+    from harness.config.loader import load_suite
+
+    return load_suite(write_suite(timeout), kinds()).checks[0]
+
+
+def write_suite(timeout: float) -> Path:
+    import tempfile
+
+    d = Path(tempfile.mkdtemp())
+    return write(d / "s.yaml", FIO_SUITE.replace("timeout: 2", f"timeout: {timeout}"))
+
+
+def test_before_waits_bounded_and_measures_once_the_load_is_gone(tmp_path):
+    tree = Tree(tmp_path)
+    clock = [0.0]
+    waits = iter([8, 8, 0, 0, 0, 0])  # two busy windows (8 runnable on 1 CPU), then quiet
+
+    def sleep(s: float) -> None:
+        clock[0] += s
+        tree.step(running=next(waits), sectors=0)
+
+    gate = cn.Gate(ProcFs(tmp_path), clock=lambda: clock[0], sleep=sleep, gpus=lambda: [], mode="gate")
+    notes: list[str] = []
+    details, refused = gate.before(resolved(timeout=10), lambda: False, notes.append)
+    assert refused == "" and details["contention"]["waited_s"] == 2.0
+    assert notes and notes[0].startswith("waiting up to 10 s for competing load to go: cpu: 8 runnable")
+    # still busy past the timeout: refused with the evidence and how long it waited
+    tree2 = Tree(tmp_path / "b")
+    clock2 = [0.0]
+
+    def busy(s: float) -> None:
+        clock2[0] += s
+        tree2.step(running=8, sectors=0)
+
+    gate2 = cn.Gate(ProcFs(tmp_path / "b"), clock=lambda: clock2[0], sleep=busy, gpus=lambda: [],
+                    mode="gate")
+    details, refused = gate2.before(resolved(timeout=3), lambda: False, lambda _m: None)
+    assert refused.startswith("cpu: 8 runnable tasks of other processes per CPU")
+    assert "(waited 3 s)" in refused
+    assert details["contention"]["contended"]
+    record = cn.Gate(ProcFs(tmp_path / "b"), clock=lambda: clock2[0], sleep=busy, gpus=lambda: [],
+                     mode="record")
+    details, refused = record.before(resolved(timeout=3), lambda: False, lambda _m: None)
+    assert refused == "" and details["contention"]["gated"] is False and details["contention"]["contended"]
+
+
+def test_other_gpu_processes_hold_a_gpu_check(tmp_path):
+    tree = Tree(tmp_path)
+    clock = [0.0]
+
+    def sleep(s: float) -> None:
+        clock[0] += s
+        tree.step(0, 0)
+
+    gate = cn.Gate(ProcFs(tmp_path), clock=lambda: clock[0], sleep=sleep,
+                   gpus=lambda: ["GPU 3: pid 4242 (70.0 GiB)"], mode="gate")
+    from harness.checks.registry import kinds
+    from harness.config.loader import load_suite
+
+    suite = write(tmp_path / "g.yaml", "name: g\ndefaults: {contention: {timeout: 1}}\n"
+                  "checks:\n  - {id: burn, kind: gpu_burn, params: {duration: 1}}\n")
+    check = load_suite(suite, kinds()).checks[0]
+    _, refused = gate.before(check, lambda: False, lambda _m: None)
+    assert refused.startswith("gpu: other processes on the GPUs: GPU 3: pid 4242 (70.0 GiB)")
+
+
+def test_watch_finds_foreign_io_during_the_measurement(tmp_path):
+    tree = Tree(tmp_path)
+    gate = cn.Gate(ProcFs(tmp_path), window_s=0.2, gpus=lambda: [], mode="gate")
+    watch = gate.watch(resolved())
+    deadline = time.monotonic() + 20
+    while len(watch.windows) < 6 and time.monotonic() < deadline:
+        tree.step(running=0, sectors=400_000)  # ~200 MB per step by nobody of ours
+        time.sleep(0.02)
+    watch.stop()
+    assert re.match(r"\d+ of \d+ s: ", watch.refuses), watch.refuses
+    assert "io: other processes moved" in watch.refuses and tree.disk in watch.refuses
+    d = watch.details()
+    assert d["windows"] >= 6 and d["contended_windows"] >= 3 and json.dumps(d)
+    quiet = cn.Gate(ProcFs(tmp_path), window_s=0.05, gpus=lambda: [], mode="record").watch(resolved())
+    time.sleep(0.2)
+    quiet.stop()
+    assert quiet.refuses == ""
+
+
+def test_off_reads_nothing_and_a_check_can_opt_out(tmp_path):
+    gate = cn.Gate(ProcFs(tmp_path), gpus=lambda: [], mode="off")
+    assert gate.before(resolved(), lambda: False, lambda _m: None) == ({}, "")
+    assert gate.watch(resolved()).details() == {}
+    assert cn.mode_of({"HARNESS_CONTENTION": "Record"}) == "record" and cn.mode_of({}) == "gate"
+    assert Contention(enabled=False).over(Contention(timeout=5)).timeout == 5
