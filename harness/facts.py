@@ -23,6 +23,7 @@ NUMERIC = frozenset({"size", "count", "limit"})
 UNLIMITED = "unlimited"
 UNSET = "unset"  # an environment variable or kernel parameter that is not given
 ABSENT = "absent"  # a library or package that is not installed
+CONFIG_SOURCE = "(config)"  # suffix of Evaluation.source for fact rules: "<profile> (config)"
 
 
 @dataclass(frozen=True)

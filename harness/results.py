@@ -15,11 +15,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Optional
 
-from typing_extensions import TypedDict
+from typing_extensions import Required, TypedDict
 
 from harness.errors import ConfigError, ConfigProblem, RecordError
 from harness.fsutil import TooLarge, atomic_write_json, read_bounded
-from harness.model import FORMAT_VERSION, VERDICTS, CheckResult, RunRecord
+from harness.model import FORMAT_VERSION, VERDICTS, CheckResult, Evaluation, RunRecord, Status, ToolRun
 from harness.sections import STRICT as _STRICT
 from harness.sections import Details, Label, Scalar
 
@@ -120,6 +120,53 @@ class _History(TypedDict, total=False):
     events: list[_Change]
     drifted: list[_Drifted]
     trends: list[_Trend]
+
+
+# The record as the fleet reads it, in one compiled pass: RunRecord's fields and types, but a
+# metric is left a dict (no Metric object per value). tests/fleet/test_fleet_read.py holds them
+# to the dataclasses' fields.
+
+class MetricDoc(TypedDict, total=False):
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
+    name: Required[str]
+    value: Required[float]
+    unit: Required[str]
+    labels: Mapping[str, Label]
+
+
+class CheckDoc(TypedDict, total=False):
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
+    id: Required[str]
+    kind: Required[str]
+    status: Required[Status]
+    message: str
+    started: str
+    duration_s: float
+    metrics: list[MetricDoc]
+    evaluations: tuple[Evaluation, ...]
+    problems: tuple[str, ...]
+    tool_runs: tuple[ToolRun, ...]
+    details: Mapping[str, Any]
+    expected_by: str
+
+
+class RunDoc(TypedDict, total=False):
+    __pydantic_config__ = _STRICT  # type: ignore[misc]
+    run_id: Required[str]
+    host: Required[str]
+    suite: Required[Mapping[str, Any]]
+    profile: Required[Mapping[str, Any]]
+    started: Required[str]
+    finished: Required[str]
+    duration_s: Required[float]
+    inventory: Required[Mapping[str, Any]]
+    checks: Required[list[CheckDoc]]
+    harness_version: Required[str]
+    argv: tuple[str, ...]
+    interrupted: bool
+    format_version: Required[int]  # required here, as `validate` requires it
+    history: Mapping[str, Any]
+    resumed: tuple[str, ...]
 
 
 def write(run_dir: Path, record: RunRecord, *, durable: bool = True) -> None:
@@ -251,6 +298,28 @@ def validate(data: Any) -> list[tuple[str, str]]:
     for i, check in enumerate(data.get("checks") or []):
         out += _sections_of_check(check, ("checks", i))
     return out
+
+
+def from_json(raw: bytes) -> RunDoc | None:
+    """A results.json's bytes parsed and validated in one pass by pydantic-core (strict; the
+    sections too) into a RunDoc, or None when that pass refuses them or they spell NaN or
+    Infinity. Strict accepts nothing that `validate` and RunRecord.from_dict refuse, so None loses
+    nothing: the caller reads the file as `load` does, which names the field."""
+    from pydantic import ValidationError  # start-up: pydantic loads only to validate
+
+    if b"NaN" in raw or b"Infinity" in raw:
+        return None
+    try:
+        doc: RunDoc = _section(RunDoc).validate_json(raw, strict=True)
+        if doc["format_version"] != FORMAT_VERSION:
+            return None
+        _section(_Inventory).validate_python(doc["inventory"])
+        _section(_History).validate_python(doc.get("history") or {})
+        for check in doc["checks"]:
+            _section(Details).validate_python(check.get("details") or {})
+    except ValidationError:
+        return None
+    return doc
 
 
 def _sections_of_check(check: Any, where: tuple[str | int, ...]) -> list[tuple[str, str]]:

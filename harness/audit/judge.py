@@ -16,10 +16,8 @@ from typing import Any
 
 from harness import sections
 from harness.config.factrule import FactRule, describe
-from harness.facts import FACTS, UNLIMITED, Fact, FactValue, display
+from harness.facts import CONFIG_SOURCE, FACTS, UNLIMITED, Fact, FactValue, display
 from harness.model import Finding, Outcome, join_labels
-
-CONFIG_SOURCE = "(config)"  # suffix of Evaluation.source for fact rules: "<profile> (config)"
 
 _VERSION = re.compile(r"\s*v?(\d+(?:[.\-]\d+)*)")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -22,14 +22,15 @@ from harness.errors import RecordError, printable
 from harness.fleet import layout
 from harness.fleet.layout import Manifest, NodeJob, SeenJob
 from harness.fsutil import read_regular
-from harness.model import Outcome, RunRecord, Status
+from harness.model import CheckResult, Metric, Outcome, RunRecord, Status
 from harness.report.fmt import expectation_text, fmt_labels
-from harness.results import RESULTS
+from harness.results import RESULTS, RunDoc
 
 DRAIN_PREFIX = "harness:"
 # (check id, metric name, unit, labels, value): one measured value, as the fleet statistics read it
 MetricRow = tuple[str, str, str, Mapping[str, Any], float]
 DRAIN_REASON_MAX = 120
+RESULTS_MAX = 64 * 2**20  # bytes of a node's results.json read at most (476 metrics take 80 kB)
 
 
 class NodeStatus(str, Enum):
@@ -228,14 +229,22 @@ def _tail(path: Path | None, n: int = 4000) -> str:
         return ""
 
 
-def _document(path: Path) -> dict[str, Any]:
+def _bytes(path: Path) -> bytes:
+    """A node's results.json, at most RESULTS_MAX bytes, a regular file not reached through a
+    symlink (RecordError when it is larger: a 6 GB file is one ERRORED node, not a MemoryError)."""
+    raw = read_regular(path, RESULTS_MAX + 1)
+    if len(raw) > RESULTS_MAX:
+        raise RecordError(path, "", f"larger than {RESULTS_MAX // 2**20} MiB: not a run's results")
+    return raw
+
+
+def _document(path: Path, raw: bytes) -> dict[str, Any]:
     """results.json read and checked against the schema, as results.load checks it (RecordError,
     one line naming the file and the field, when anything in it is wrong).
 
     The walk for NaN and infinity (JSON has neither; Python's reader takes them) runs only when the
     bytes spell one, so a fleet of clean files pays for the schema alone.
     """
-    raw = path.read_bytes()
     data = json.loads(raw)
     if not isinstance(data, dict):
         raise RecordError(path, "", "results must be a JSON object")
@@ -258,7 +267,11 @@ def load_record(run_dir: Path) -> tuple[RunRecord | None, str]:
     that the schema refuses (someone edited it), named by file and field in one line."""
     path = run_dir / RESULTS
     try:
-        return RunRecord.from_dict(_document(path)), ""
+        raw = _bytes(path)
+        doc = results.from_json(raw)
+        if doc is not None:
+            return _run_of(doc, whole=True)[0], ""
+        return RunRecord.from_dict(_document(path, raw)), ""
     except (OSError, RecordError, ValueError, RecursionError, KeyError, TypeError, AttributeError) as e:
         return None, _unusable(path, e)
 
@@ -268,39 +281,50 @@ def metric_rows(record: RunRecord) -> list[MetricRow]:
     return [(c.id, m.name, m.unit, m.labels, float(m.value)) for c in record.checks for m in c.metrics]
 
 
-def _rows(data: Mapping[str, Any]) -> list[MetricRow]:
-    """metric_rows read straight from results.json, without building a Metric per value."""
+def _run_of(doc: RunDoc, whole: bool = False) -> tuple[RunRecord, list[MetricRow]]:
+    """The run of a validated document and every metric as a row; unless `whole`, the run comes
+    without its metrics (the rows carry them), but a recorded check's (its junit case counts them)."""
     rows: list[MetricRow] = []
-    for c in data.get("checks", []):
+    checks = []
+    for c in doc["checks"]:
+        metrics = c.get("metrics", ())
         cid = c["id"]
-        for m in c.get("metrics", []):
-            labels = m.get("labels", {})
-            rows.append((cid, m["name"], m["unit"], labels if type(labels) is dict else dict(labels),
-                         float(m["value"])))
-    return rows
+        rows += [(cid, m["name"], m["unit"], m.get("labels", {}), float(m["value"])) for m in metrics]
+        keep = whole or c["status"] is Status.RECORDED
+        kept = tuple(Metric(m["name"], float(m["value"]), m["unit"], m.get("labels", {}))
+                     for m in metrics) if keep else ()
+        fields: dict[str, Any] = {**c, "metrics": kept}
+        checks.append(CheckResult(**fields))
+    run: dict[str, Any] = {**doc, "checks": tuple(checks)}
+    return RunRecord(**run), rows
 
 
 def load_run(run_dir: Path) -> tuple[RunRecord | None, list[MetricRow], str]:
     """A node's results.json read once for a fleet report: the run to judge, every metric as a row,
     and why the run cannot be used ('' when it can).
 
-    The run comes without its metrics (the rows carry them: nothing that judges a node or renders
-    its junit suite reads them), except a recorded check's, whose junit case counts them. A file
-    that does not read this way is read as load_record reads it, so a broken one is reported in
-    the same words.
+    The bytes are read once, bounded (RESULTS_MAX), and parsed and validated in one compiled pass
+    (results.from_json); only a file that pass refuses, or one that spells NaN or Infinity, is read
+    again as load_record reads it, so a broken one is reported in the same words. The run comes
+    without its metrics (the rows carry them: nothing that judges a node or renders its junit
+    suite reads them), except a recorded check's, whose junit case counts them.
     """
     path = run_dir / RESULTS
     try:
-        data = _document(path)
-    except (OSError, RecordError, ValueError, RecursionError) as e:
+        raw = _bytes(path)
+        doc = results.from_json(raw)
+        if doc is not None:
+            record, rows = _run_of(doc)
+            return record, rows, ""
+        record = RunRecord.from_dict(_document(path, raw))
+    except (OSError, RecordError, ValueError, RecursionError, KeyError, TypeError, AttributeError) as e:
         return None, [], _unusable(path, e)
-    try:
-        checks = [c if c.get("status") == Status.RECORDED.value else {**c, "metrics": ()}
-                  for c in data.get("checks", [])]
-        return RunRecord.from_dict({**data, "checks": checks}), _rows(data), ""
-    except (ValueError, KeyError, TypeError, AttributeError):
-        record, why = load_record(run_dir)
-        return record, metric_rows(record) if record is not None else [], why
+    return _without_metrics(record), metric_rows(record), ""
+
+
+def _without_metrics(record: RunRecord) -> RunRecord:
+    return replace(record, checks=tuple(c if c.status is Status.RECORDED or not c.metrics
+                                        else replace(c, metrics=()) for c in record.checks))
 
 
 def stream(fleet_dir: Path, manifest: Manifest,

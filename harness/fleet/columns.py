@@ -83,10 +83,10 @@ class SeriesBuilder:
         self.start_node(node)
         raw_cols, node_index = self._raw, self._node
         for check, name, unit, labels, value in rows:
-            lab = tuple((k, str(v)) for k, v in labels.items() if k not in folded)
-            raw = (sku, check, name, unit, lab)
+            raw = (sku, check, name, unit, tuple(labels.items()))  # the labels as they came, unfolded
             col = raw_cols.get(raw)
             if col is None:
+                lab = tuple((k, str(v)) for k, v in labels.items() if k not in folded)
                 col = raw_cols[raw] = self._column(SeriesKey(sku, check, name, unit, tuple(sorted(lab))))
             nodes = col.nodes
             if nodes and nodes[-1] != node_index and not self._node_was_seen:

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from harness import config, results
-from harness.checks.registry import kinds
+from harness import results
 from harness.errors import UsageError, printable
 from harness.fleet import analysis, collect, dispatch, drain, layout, progress
 from harness.fleet import report as fleet_report
@@ -45,6 +44,9 @@ def run(*, suite: str, nodes: str, output: Path, profile: str | None = None,
     """`harness fleet run`: validate, submit a job per node, then (unless --no-wait) follow and report.
     `history` is every node's store (an absolute path on a shared file system, or 'off'); by default
     each node records into its own."""
+    from harness import config  # start-up: a report, status or drain never loads a suite
+    from harness.checks.registry import kinds  # start-up: nor the check kinds
+
     found = config.locate("suites", suite)  # only trusted files are sent to every node
     loaded = config.load_suite(found.path, kinds())
     history = fleet_history(history)

@@ -10,8 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.audit.judge import CONFIG_SOURCE
-from harness.facts import FACTS, display
+from harness.facts import CONFIG_SOURCE, FACTS, display
 from harness.model import Evaluation
 
 _ORDER = ("fail", "error", "warn", "pass", "skip", "recorded")
