@@ -19,7 +19,16 @@ from typing_extensions import Required, TypedDict
 
 from harness.errors import ConfigError, ConfigProblem, RecordError
 from harness.fsutil import TooLarge, atomic_write_json, read_bounded
-from harness.model import FORMAT_VERSION, VERDICTS, CheckResult, Evaluation, RunRecord, Status, ToolRun
+from harness.model import (
+    FORMAT_VERSION,
+    VERDICTS,
+    CheckResult,
+    Evaluation,
+    LeftOut,
+    RunRecord,
+    Status,
+    ToolRun,
+)
 from harness.sections import STRICT as _STRICT
 from harness.sections import Details, Label, Scalar
 
@@ -167,6 +176,7 @@ class RunDoc(TypedDict, total=False):
     format_version: Required[int]  # required here, as `validate` requires it
     history: Mapping[str, Any]
     resumed: tuple[str, ...]
+    left_out: tuple[LeftOut, ...]
 
 
 def write(run_dir: Path, record: RunRecord, *, durable: bool = True) -> None:

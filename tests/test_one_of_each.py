@@ -52,10 +52,14 @@ def test_no_dead_prometheus_conversion() -> None:
 
 def test_harness_parse_lives_in_cli_and_the_session_imports_at_the_top() -> None:
     assert _defined("parse_file") == ["cli/parse.py"]
-    tree = ast.parse((HARNESS / "run" / "session.py").read_text(encoding="utf-8"))
+    text = (HARNESS / "run" / "session.py").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    tree = ast.parse(text)
     local = [n.lineno for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
              for n in ast.walk(f) if isinstance(n, (ast.Import, ast.ImportFrom))]
-    assert local == []
+    # only what one option alone needs waits (--prom-textfile's prometheus_client), said so
+    assert [n for n in local if "# start-up:" not in lines[n - 1]] == []
+    assert len(local) <= 1, local
 
 
 def test_numbers_have_one_door() -> None:

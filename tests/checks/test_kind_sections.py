@@ -41,4 +41,8 @@ def test_run_plan_names_no_kind() -> None:
     tree = ast.parse(PLAN.read_text(encoding="utf-8"))
     names = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     assert "NAME" not in names
-    assert not any(isinstance(n, ast.ImportFrom) and n.module == "harness.checks" for n in ast.walk(tree))
+    # no kind's module: what every loading check shares (the after-load health judge) is not a kind
+    kind_modules = {k.run.__module__.split(".")[2] for k in kinds().values()} | set(kinds())
+    imported = {a.name for n in ast.walk(tree)
+                if isinstance(n, ast.ImportFrom) and n.module == "harness.checks" for a in n.names}
+    assert not imported & kind_modules, imported & kind_modules

@@ -78,12 +78,14 @@ def _printed(x: float) -> str:
 @example(value=math.nan)
 @example(value=5e-324)
 def test_any_number_a_tool_prints_ends_in_a_verdict_never_a_rejection(value: float):
-    """The suite's bounds are +-1.7e308, so every finite value passes; NaN and inf make the check
+    """The suite's bounds are the largest floats (+-1.7976931348623157e308), so every finite value
+    passes (at +-1.7e308, a drawn 1.70000000000003e308 failed, rightly); NaN and inf make the check
     ERRORED. (A band around a reference that a finite value overflows is the test above: a tolerance
     above 1 must be written as a percent, and none reaches 1.7e309 %.)"""
     judgeable = math.isfinite(value)
     with tempfile.TemporaryDirectory() as tmp:
-        code, record, _ = run(Path(tmp), _printed(value), rule="min: -1.7e+308, max: 1.7e+308")
+        code, record, _ = run(Path(tmp), _printed(value),
+                              rule="min: -1.7976931348623157e+308, max: 1.7976931348623157e+308")
     tool = record["checks"][0]
     assert code != 1 and record["checks"][1]["status"] == "passed"
     if judgeable:

@@ -46,6 +46,9 @@ def test_a_double_forked_setsid_child_with_no_environment_is_ended_with_its_tool
     pidfile = tmp_path / "pid"
     suite = tmp_path / "escape.yaml"
     suite.write_text(ESCAPE.format(pidfile=pidfile))
+    base = toolcg.v2_root()
+    assert base is not None
+    before = set(base.glob("harness-tool-*"))  # other runs' (a test killed mid-run leaves its own)
     r = subprocess.run([sys.executable, "-m", "harness", "run", str(suite), "--profile", "generic",
                         "--output", str(tmp_path / "out"), "--history", "off"], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
@@ -59,8 +62,17 @@ def test_a_double_forked_setsid_child_with_no_environment_is_ended_with_its_tool
     finally:
         if not _gone(pid):
             os.kill(pid, 9)
-    base = toolcg.v2_root()
-    assert base is not None and not list(base.glob("harness-tool-*"))  # each tool's cgroup removed
+    # each tool's cgroup removed: none made since is left empty (a live one is another run's)
+    left = [cg for cg in set(base.glob("harness-tool-*")) - before if _empty(cg)]
+    assert left == []
+
+
+def _empty(cg: Path) -> bool:
+    """Whether a cgroup directory still stands with no process in it (gone meanwhile: no)."""
+    try:
+        return not (cg / "cgroup.procs").read_text().strip()
+    except OSError:
+        return False
 
 
 def test_the_cgroup_v2_directory_is_found_pure_or_hybrid(tmp_path: Path) -> None:
