@@ -54,6 +54,8 @@ def cli() -> None:
               default=Path("reports"), show_default=True, help="directory for run directories")
 @click.option("--only", multiple=True, help="comma-separated check ids to run (repeatable)")
 @click.option("--skip", multiple=True, help="comma-separated check ids to leave out (repeatable)")
+@click.option("--tags", "-t", multiple=True,
+              help="comma-separated tags: run only the checks carrying one of them (repeatable)")
 @click.option("--dry-run", is_flag=True, help="print the plan (commands, expectations); run nothing")
 @click.option("--allow-destructive", is_flag=True,
               help="command-line half of the opt-in for raw-device writes")
@@ -78,14 +80,16 @@ def cli() -> None:
                    "accepted (OK), 1 rejected (NonOK), other codes Unknown")
 @click.pass_context
 def run(ctx: click.Context, suite: str | None, profile: str | None, output: Path, only: tuple[str, ...],
-        skip: tuple[str, ...], dry_run: bool, allow_destructive: bool, resume: Path | None,
+        skip: tuple[str, ...], tags: tuple[str, ...], dry_run: bool, allow_destructive: bool,
+        resume: Path | None,
         history: Path | None, quiet: bool, keep: int, node: str | None, prom_textfile: Path | None,
         npd: bool) -> None:
     """Run SUITE (default: smoke) and write a report.
 
     Exit status: 0 accepted, 1 rejected (the hardware measured badly), 2 invalid input, 3 errored
     (a tool, the environment or the harness failed: no hardware verdict), 4 untested (no check judged
-    anything, or an expected check was skipped or left out by --only/--skip), 130/143 interrupted.
+    anything, or an expected check was skipped or left out by --only/--skip/--tags), 130/143
+    interrupted.
     """
     from harness.run import session as app  # start-up: the run's modules load only for `harness run`
 
@@ -95,7 +99,7 @@ def run(ctx: click.Context, suite: str | None, profile: str | None, output: Path
     npd = npd and not dry_run
 
     options = app.RunOptions(suite=suite, profile=profile, output=output, only=_ids(only), skip=_ids(skip),
-                             dry_run=dry_run, allow_destructive=allow_destructive,
+                             tags=_ids(tags), dry_run=dry_run, allow_destructive=allow_destructive,
                              argv=("harness", *sys.argv[1:]), resume=resume, history=history,
                              quiet=quiet or npd, keep=keep, node=node, prom_textfile=prom_textfile)
 

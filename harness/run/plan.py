@@ -52,13 +52,16 @@ class PlannedCheck:
 Selector = tuple[str, Callable[["ResolvedCheck[CheckKind]"], bool]]
 
 
-def selectors(only: Sequence[str], skip: Sequence[str]) -> list[Selector]:
-    """The selecting options given: --only keeps the ids it names, --skip the others."""
+def selectors(only: Sequence[str], skip: Sequence[str], tags: Sequence[str] = ()) -> list[Selector]:
+    """The selecting options given: --only keeps the ids it names, --skip the others, --tags the
+    checks carrying one of its tags (the suite's default tags count)."""
     out: list[Selector] = []
     if only:
         out.append(("--only", lambda c: c.spec.id in only))
     if skip:
         out.append(("--skip", lambda c: c.spec.id not in skip))
+    if tags:
+        out.append(("--tags", lambda c: not set(c.tags).isdisjoint(tags)))
     return out
 
 
@@ -75,18 +78,31 @@ def split(suite: LoadedSuite[CheckKind], chosen_by: Sequence[Selector]
     return kept, left
 
 
-def select_checks(suite: LoadedSuite[CheckKind], only: Sequence[str],
-                  skip: Sequence[str]) -> list[ResolvedCheck[CheckKind]]:
-    """Apply --only and --skip; an unknown id is a usage error naming the known ones."""
+def select_checks(suite: LoadedSuite[CheckKind], only: Sequence[str], skip: Sequence[str],
+                  tags: Sequence[str] = ()) -> list[ResolvedCheck[CheckKind]]:
+    """Apply --only, --skip and --tags; an unknown id or tag is a usage error naming the known ones."""
     ids = [c.spec.id for c in suite.checks]
     unknown = [i for i in (*only, *skip) if i not in ids]
     if unknown:
         raise UsageError(f"unknown check id(s) {', '.join(unknown)} in --only/--skip; "
                          f"{suite.path} has: {', '.join(ids)}")
-    chosen, _ = split(suite, selectors(only, skip))
+    known_tags = sorted({t for c in suite.checks for t in c.tags})
+    strange = [t for t in tags if t not in known_tags]
+    if strange:
+        near = _near_tag(strange[0], known_tags)
+        raise UsageError(f"no check of {suite.path} has tag(s) {', '.join(strange)}{near}; "
+                         f"its tags: {', '.join(known_tags) or 'none'}")
+    chosen, _ = split(suite, selectors(only, skip, tags))
     if not chosen:
-        raise UsageError("--only/--skip left no check to run")
+        raise UsageError("--only/--skip/--tags left no check to run")
     return chosen
+
+
+def _near_tag(tag: str, known: Sequence[str]) -> str:
+    import difflib  # start-up: only when a tag is unknown
+
+    close = difflib.get_close_matches(tag, known, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def hardware_rules(profile: Profile) -> list[Rule]:
@@ -151,11 +167,11 @@ def _rules(profile: LoadedProfile) -> tuple[list[Rule], list[Rule]]:
 
 
 def build(suite: LoadedSuite[CheckKind], profile: LoadedProfile, only: Sequence[str] = (),
-          skip: Sequence[str] = ()) -> list[PlannedCheck]:
+          skip: Sequence[str] = (), tags: Sequence[str] = ()) -> list[PlannedCheck]:
     """Every selected check with its rules: profile rules, hardware rules, the check's own."""
     profile_rules, hardware_block = _rules(profile)
     return [_planned(rc, suite, profile, profile_rules, hardware_block)
-            for rc in select_checks(suite, only, skip)]
+            for rc in select_checks(suite, only, skip, tags)]
 
 
 def left_out(suite: LoadedSuite[CheckKind], profile: LoadedProfile,

@@ -58,6 +58,7 @@ class RunOptions:
     output: Path = Path("reports")
     only: tuple[str, ...] = ()
     skip: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()  # --tags: only the checks carrying one of them
     dry_run: bool = False
     allow_destructive: bool = False
     argv: tuple[str, ...] = ()
@@ -173,7 +174,8 @@ def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepa
                          "exporter's textfile directory)")
     if opts.resume is not None:
         given = [n for n, v in (("SUITE", opts.suite), ("--profile", opts.profile), ("--only", opts.only),
-                                ("--skip", opts.skip), ("--dry-run", opts.dry_run)) if v]
+                                ("--skip", opts.skip), ("--tags", opts.tags), ("--dry-run", opts.dry_run))
+                 if v]
         if given:
             raise UsageError(f"--resume takes the suite, profile and checks from RUN_DIR/results.json; "
                              f"drop {', '.join(given)}")
@@ -181,7 +183,7 @@ def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepa
     suite_found = config.locate("suites", opts.suite or "smoke")
     _warn_refused(suite_found.refused)
     loaded = config.load_suite(suite_found.path, kinds())
-    checks = plan.select_checks(loaded, opts.only, opts.skip)  # argument errors before any work
+    checks = plan.select_checks(loaded, opts.only, opts.skip, opts.tags)  # bad arguments: before any work
     bad_output = output_dir_problem(opts.output)
     if bad_output is not None:
         raise UsageError(f"--output {opts.output}: {bad_output}")
@@ -198,9 +200,9 @@ def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepa
         prof_found = found_as.get(prof.path) or config.locate("profiles", prof.path)
     suite_from = config.where_text("suites", suite_found.where)
     prof_from = config.where_text("profiles", prof_found.where)
-    planned = plan.build(loaded, prof, opts.only, opts.skip)
+    planned = plan.build(loaded, prof, opts.only, opts.skip, opts.tags)
     assert len(planned) == len(checks)
-    left = plan.left_out(loaded, prof, plan.selectors(opts.only, opts.skip))
+    left = plan.left_out(loaded, prof, plan.selectors(opts.only, opts.skip, opts.tags))
     if opts.dry_run:
         print(plan.render_dry_run(loaded, prof, reason, planned, inventory, opts.allow_destructive,
                                   (suite_from, prof_from), left))
@@ -209,6 +211,7 @@ def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepa
                   "description": loaded.suite.description, "digest": digest(loaded.suite),
                   "file": str(loaded.path.resolve()), "from": suite_from,
                   "selected": [pc.id for pc in planned],
+                  **({"tags_selected": list(opts.tags)} if opts.tags else {}),
                   "tags": list(loaded.suite.tags),
                   "params": {pc.id: params_digest(pc.check.spec.kind, pc.check.params.model_dump(mode="json"),
                                                   pc.check.repeat) for pc in planned},
