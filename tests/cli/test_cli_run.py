@@ -188,5 +188,5 @@ def test_run_help_states_the_exit_codes_ci_can_use():
     text = " ".join(r.stdout.split())
     assert ("Exit status: 0 accepted, 1 rejected (the hardware measured badly), 2 invalid input, "
             "3 errored (a tool, the environment or the harness failed: no hardware verdict), 4 untested "
-            "(no check judged anything, or an expected check was skipped or left out by --only/--skip), "
-            "130/143 interrupted.") in text
+            "(no check judged anything, or an expected check was skipped or left out by "
+            "--only/--skip/--tags), 130/143 interrupted.") in text
