@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
-import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from clihelp import ROOT, harness, run_dirs
+from trusthelp import TINY, plant, shared_dir, uid, user
 
 from harness.config import paths
 from harness.config.loader import load_profile
@@ -37,46 +35,12 @@ checks:
       argv: [sh, -c, "id > {proof}"]
 """
 
-TINY = """\
-name: tiny
-checks:
-  - id: ok
-    kind: command
-    params:
-      argv: [{python}, -c, "print('v: 1')"]
-      metrics:
-        - {{name: app.v, unit: count, better: higher, regex: 'v: (?P<value>[0-9]+)'}}
-    expect:
-      - {{metric: app.v, min: 1, unit: count}}
-"""
-
-
-def _user() -> str:
-    try:
-        pwd.getpwnam("nobody")
-        return "nobody"
-    except KeyError:  # pragma: no cover - every Debian has nobody; make one otherwise
-        subprocess.run(["useradd", "--system", "--no-create-home", "harness-test-user"], check=True)
-        return "harness-test-user"
-
 
 @pytest.fixture()
 def shared() -> Iterator[Path]:
     """A world-writable, sticky directory anyone can reach (as /tmp is), removed afterwards."""
-    d = Path(tempfile.mkdtemp(prefix="harness-shared-", dir="/tmp"))
-    d.chmod(0o1777)
-    try:
+    with shared_dir() as d:
         yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-
-
-def plant(where: Path, files: dict[str, str]) -> None:
-    """Write `files` (relative path -> text) under `where` as the unprivileged user."""
-    q = shlex.quote
-    script = "set -e\n" + "".join(f"mkdir -p {q(str(Path(rel).parent))}\nprintf '%s' {q(text)} > {q(rel)}\n"
-                                   for rel, text in files.items())
-    subprocess.run(["sh", "-c", script], cwd=where, user=_user(), check=True, timeout=30)
 
 
 def env_for(tmp_path: Path) -> dict[str, str]:
@@ -104,7 +68,7 @@ def test_a_planted_suite_and_profile_are_passed_over_and_named(shared: Path, tmp
     assert f"profile generic  (shipped: {paths.package_dir('profiles') / 'generic.yaml'}" in r.stdout
     for planted in ("suites/smoke.yaml", "profiles/generic.yaml", "profiles/broken.yaml"):
         assert (f"warning: passed over {shared / planted}: not trusted: {shared / planted} is owned by "
-                f"uid {pwd.getpwnam(_user()).pw_uid} ({_user()})") in r.stderr
+                f"uid {uid()} ({user()})") in r.stderr
     assert "pwn" not in r.stdout and not proof.exists()
 
 

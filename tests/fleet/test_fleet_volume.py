@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from clihelp import ROOT
 from fleet_samples import record
+from trusthelp import link, shared_dir, uid
 
 from harness import results
 from harness.fleet import layout
@@ -28,12 +27,8 @@ as_root = pytest.mark.skipif(os.geteuid() != 0, reason="plants a link as another
 @pytest.fixture()
 def volume() -> Iterator[Path]:
     """A results volume anyone may write in (a shared scratch), removed afterwards."""
-    d = Path(tempfile.mkdtemp(prefix="harness-volume-", dir="/tmp"))
-    d.chmod(0o1777)
-    try:
+    with shared_dir("harness-volume-") as d:
         yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def _run(base: Path, node: str, bw: float) -> Path:
@@ -49,8 +44,8 @@ def test_a_symlinked_node_folder_planted_by_another_user_is_refused_by_name(volu
     private = tmp_path / "root-only"  # root's own runs elsewhere: an accepted one
     _run(private, "gpu002", 100.0)
     private.chmod(0o700)
-    subprocess.run(["ln", "-s", str(private), str(volume / "gpu002")], user="nobody", check=True, timeout=30)
-    assert (volume / "gpu002").lstat().st_uid != 0
+    link(volume, "gpu002", private)
+    assert (volume / "gpu002").lstat().st_uid == uid()
     r = subprocess.run([sys.executable, "-m", "harness", "fleet", "report", str(volume)], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 3, r.stdout + r.stderr  # one node ERRORED
