@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from clihelp import ROOT, harness, run_dirs
-from trusthelp import TINY, plant, shared_dir, uid, user
+from trusthelp import TINY, link, plant, shared_dir, uid, user
 
 from harness.config import paths
 from harness.config.loader import load_profile
@@ -143,6 +143,34 @@ def test_an_output_directory_someone_else_can_write_is_refused(shared: Path, tmp
     r = cli("run", str(tmp_path / "tiny.yaml"), "--profile", "generic", "--history", "off", cwd=shared,
             env=env)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+@as_root
+def test_another_users_symlink_steers_no_output_and_no_suite(shared: Path, tmp_path: Path) -> None:
+    """Her `reports` -> a directory of root's, her `tiny.yaml` -> root's own suite: each target is
+    root's, but the link is hers (she chooses where root writes, and could turn it
+    elsewhere after the check): refused, naming the link, and nothing lands behind it."""
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY.format(python=sys.executable))
+    roots = tmp_path / "roots-own"
+    roots.mkdir()
+    link(shared, "reports", roots)
+    link(shared, "tiny.yaml", suite)
+    env = env_for(tmp_path)
+    r = cli("run", str(suite), "--profile", "generic", "--history", "off", cwd=shared, env=env)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert (f"--output reports: not trusted: {shared / 'reports'} is a symlink owned by uid {uid()} "
+            f"({user()})") in r.stderr
+    r = cli("run", str(shared / "tiny.yaml"), "--profile", "generic", "--output", str(tmp_path / "out"),
+            "--history", "off", cwd=tmp_path, env=env)
+    assert r.returncode == 2 and f"{shared / 'tiny.yaml'} is a symlink owned by uid {uid()}" in r.stderr
+    assert os.listdir(roots) == []
+    # root's own link to root's own directory is followed as before
+    (tmp_path / "mine").symlink_to(roots)
+    r = cli("run", str(suite), "--profile", "generic", "--output", str(tmp_path / "mine"), "--history", "off",
+            cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(run_dirs(roots)) == 1
 
 
 def test_the_summary_results_and_report_say_where_suite_and_profile_came_from(tmp_path: Path) -> None:
