@@ -23,6 +23,7 @@ from trusthelp import TINY, link, plant, shared_dir, uid, user
 from harness.config import paths
 from harness.config.loader import load_profile
 from harness.errors import ConfigError
+from harness.fsutil import untrusted
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="plants files as another user: needs root")
 
@@ -233,3 +234,19 @@ def test_harness_list_names_what_it_passes_over(shared: Path, tmp_path: Path) ->
     assert f"  passed over (not trusted): {shared / 'profiles/generic.yaml'}: " in r.stdout
     generic = next(line for line in r.stdout.splitlines() if line.strip().startswith("generic "))
     assert "package" in generic
+
+
+@as_root
+def test_a_foreign_link_anywhere_in_a_chain_of_links_is_found(tmp_path: Path) -> None:
+    """root's link -> her link -> root's directory: the link in the middle is named; a link to
+    itself ends after 40 hops."""
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    (tmp_path / "hers").symlink_to(tmp_path / "real" / "sub")
+    os.lchown(tmp_path / "hers", uid(), -1)
+    (tmp_path / "mine").symlink_to("hers")
+    assert untrusted(tmp_path / "mine" / "x") == (f"{tmp_path / 'hers'} is a symlink owned by uid {uid()} "
+                                                 f"({user()}), not by root or uid 0 (root)")
+    os.lchown(tmp_path / "hers", 0, -1)
+    assert untrusted(tmp_path / "mine") == ""
+    (tmp_path / "loop").symlink_to("loop")
+    assert "more than 40 symlinks" in untrusted(tmp_path / "loop")
