@@ -8,8 +8,9 @@ own processes'; every physical disk when the target is not one disk), memory lef
 other processes on the GPUs. Before the check it waits,
 bounded (`contention.timeout`, like the settle gate), while the node is contended; still contended,
 the check is ERRORED "contended: ..." and does not run. During the check it samples every
-WINDOW_S; a measurement contended for at least DURING_SHARE of its windows is ERRORED with the
-evidence, its metrics kept but not judged as hardware. The evidence is in the check's
+WINDOW_S (other GPU processes too); a measurement contended for at least DURING_SHARE of its
+windows, or sharing a GPU with another process in any window, is ERRORED with the evidence, its
+metrics kept but not judged as hardware. The evidence is in the check's
 details["contention"]. LIMITS is the one table of default thresholds, which a suite's (or a
 check's) `contention:` settings override (limits_of; the limits in force are recorded with the
 evidence); `resources` says which load matters
@@ -313,9 +314,19 @@ class Watch:
             load: dict[str, Any] = window(a, b)
             if self.disks:
                 load["disks"] = sorted(self.disks)
+            why = judge(load, self.wanted, before=False, lim=self.lim)
+            if "gpu" in self.wanted and (others := self._gpu_others()):
+                load["gpu_processes"] = others
+                why.append("gpu: other processes on the GPUs: " + "; ".join(others[:4]))
             self.windows.append(load)
-            self.found.append(judge(load, self.wanted, before=False, lim=self.lim))
+            self.found.append(why)
             a = b
+
+    def _gpu_others(self) -> list[str]:
+        try:
+            return self.gate.gpus()
+        except Exception:  # an NVML that fails now: the check's own telemetry reports the GPU
+            return []
 
     def stop(self) -> None:
         if self._thread is not None:
@@ -331,6 +342,11 @@ class Watch:
     def contended(self) -> str:
         """What contended the measurement for at least DURING_SHARE of its windows ("" for nothing)."""
         hit = [f for f in self.found if f]
+        gpu = [i for i, w in enumerate(self.windows) if w.get("gpu_processes")]
+        if gpu:  # another process on the GPUs shares them with the measurement, however briefly
+            seen = "; ".join(self.windows[gpu[0]]["gpu_processes"][:4])
+            return (f"gpu: other processes on the GPUs in {len(gpu)} of {len(self.windows)} windows, "
+                    f"first in window {gpu[0] + 1}: {seen}")
         if not self.windows or len(hit) < DURING_SHARE * len(self.windows):
             return ""
         worst: list[str] = sorted(hit, key=len)[-1]
@@ -341,5 +357,9 @@ class Watch:
             return {}
         worst = {k: max(w.get(k, 0) for w in self.windows) for k in
                  ("runnable_per_cpu", "steal", "psi_memory_some", "foreign_io_bps")} if self.windows else {}
-        return {"windows": len(self.windows), "contended_windows": sum(1 for f in self.found if f),
-                "worst": worst, "contended": self.contended}
+        out = {"windows": len(self.windows), "contended_windows": sum(1 for f in self.found if f),
+               "worst": worst, "contended": self.contended}
+        gpu = [w["gpu_processes"] for w in self.windows if w.get("gpu_processes")]
+        if gpu:
+            out["gpu_processes"] = sorted({p for ps in gpu for p in ps})
+        return out
