@@ -31,6 +31,7 @@ checks:
 
 
 def burn(tmp_path: Path, processes: object) -> tuple[int, str, dict]:
+    """One `harness run` of the burn; the record with the report's text under "_html"."""
     gpus = [dict(H100) for _ in range(8)]
     gpus[2]["processes"] = processes
     scenario = tmp_path / "scenario.json"
@@ -42,7 +43,9 @@ def burn(tmp_path: Path, processes: object) -> tuple[int, str, dict]:
     r = subprocess.run([sys.executable, "-m", "harness", "run", str(tmp_path / "burn.yaml"), "-o", str(out),
                         "--history", "off", "--profile", "generic"], cwd=tmp_path, env=env, text=True,
                        capture_output=True, timeout=180, check=False)
-    return r.returncode, r.stdout + r.stderr, results(run_dirs(out)[0])
+    (run_dir,) = run_dirs(out)
+    doc = {**results(run_dir), "_html": (run_dir / "report.html").read_text()}
+    return r.returncode, r.stdout + r.stderr, doc
 
 
 def test_a_gpu_process_that_starts_mid_burn_makes_it_contended(tmp_path: Path):
@@ -59,6 +62,13 @@ def test_a_gpu_process_that_starts_mid_burn_makes_it_contended(tmp_path: Path):
     assert ev["during"]["gpu_processes"] == ["GPU 2: pid 4242 (70.0 GiB)"]
     assert c["metrics"] and not c["evaluations"]  # measured, kept, not judged
     assert doc["verdict"] == "ERRORED"
+    # the report's typed contention section: what contended and how much
+    html = doc["_html"]
+    section = html[html.index("<h3>Competing load</h3>"):]
+    section = section[:section.index("</div>")]
+    assert "During the measurement (" in section and "windows contended)" in section
+    assert "Other processes on the GPUs: GPU 2: pid 4242 (70.0 GiB)" in section
+    assert "runnable tasks of other processes per CPU" in section and "<td class=\"num\">1000</td>" in section
 
 
 def test_without_one_the_burn_is_judged(tmp_path: Path):
@@ -66,3 +76,4 @@ def test_without_one_the_burn_is_judged(tmp_path: Path):
     (c,) = doc["checks"]
     assert c["status"] == "passed" and code == 0, out
     assert "gpu_processes" not in c["details"]["contention"]["during"]
+    assert "<h3>Competing load</h3>" not in doc["_html"]  # nothing contended: nothing drawn
