@@ -159,7 +159,7 @@ def test_every_kinds_own_rules_are_about_metrics_it_produces():
     """A typo in an own rule's metric would make a rule that never judges (or always errors)."""
     checked = 0
     for kind in kinds().values():
-        if kind.own_rules is None:
+        if kind.hooks.own_rules is None:
             continue
         params = kind.params.model_validate(_params_with_every_rule(kind.name))
         rules = kind.rules_of(params)

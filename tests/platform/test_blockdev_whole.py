@@ -4,7 +4,7 @@ metadata) and the start (LUKS2 secondary headers, btrfs mirrors), and every part
 backup GPT, a wipefs-erased GPT or a DOS table (signature erased, EBR chain) still names, far
 past the first GiB. A clean large device still passes, in a few dozen reads per region."""
 
-# ruff: noqa: F811 (the `loops` fixture comes from test_blockdev_guard, as an argument here)
+# ruff: noqa: F811 (the `loops` fixture comes from tests/support/loopdevs.py, as an argument here)
 from __future__ import annotations
 
 import os
@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from test_blockdev_guard import MIB, loops, need, refusal, sh  # noqa: F401
+from loopdevs import MIB, loops, need, refusal, sh  # noqa: F401
 
 from harness.platform import blkoffsets, blockdev, blockscan
 
