@@ -332,13 +332,19 @@ def stream(fleet_dir: Path, manifest: Manifest,
     """Every node's outcome and metric rows, in manifest order, one node at a time: each node's
     results.json is read once, when the node is asked for."""
     for node in manifest.nodes:
-        job = manifest.jobs[node]
-        dirs = layout.run_dirs(fleet_dir, node, layout.is_volume(manifest))
-        record, rows, problem = load_run(dirs[-1]) if dirs else (None, [], "")
-        rel = str(dirs[-1].relative_to(fleet_dir)) if dirs else None
-        tail = _tail(layout.slurm_output(fleet_dir, node, job.job_id))
-        yield judge(node, job, seen.get(node), layout.read_exit_file(fleet_dir, node), record, rel, tail,
-                    problem), rows
+        yield node_outcome(fleet_dir, manifest, seen, node)
+
+
+def node_outcome(fleet_dir: Path, manifest: Manifest, seen: Mapping[str, SeenJob],
+                 node: str) -> tuple[NodeOutcome, list[MetricRow]]:
+    """One node's outcome and metric rows (its results.json read once, by load_run)."""
+    job = manifest.jobs[node]
+    dirs = layout.run_dirs(fleet_dir, node, layout.is_volume(manifest))
+    record, rows, problem = load_run(dirs[-1]) if dirs else (None, [], "")
+    rel = str(dirs[-1].relative_to(fleet_dir)) if dirs else None
+    tail = _tail(layout.slurm_output(fleet_dir, node, job.job_id))
+    return judge(node, job, seen.get(node), layout.read_exit_file(fleet_dir, node), record, rel, tail,
+                 problem), rows
 
 
 def reload(fleet_dir: Path, outcome: NodeOutcome) -> RunRecord | None:

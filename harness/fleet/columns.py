@@ -27,6 +27,8 @@ class _Column:
 
 # (check id, metric name, unit, labels, value), as harness.fleet.collect.MetricRow
 Row = tuple[str, str, str, Mapping[str, Any], float]
+# SeriesBuilder.parts: node names, and (key, int32 node indices, float64 values) per series
+Columns = tuple[tuple[str, ...], list[tuple[SeriesKey, bytes, bytes]]]
 
 
 class SeriesBuilder:
@@ -95,9 +97,35 @@ class SeriesBuilder:
             else:
                 self._append(col, value)
 
-    def table(self) -> SeriesTable:
+    def _fold(self) -> None:
+        """Each node's repeated values in a series, averaged in the order they came."""
         for (key, pos), values in self._repeats.items():
             self._cols[key].values[pos] = sum(values) / len(values)
+        self._repeats = {}
+
+    def parts(self) -> Columns:
+        """The columns so far (repeats averaged), to merge into another builder: the node names, and
+        per series its key, node indices and values as bytes (a few bytes a value to send)."""
+        self._fold()
+        return tuple(self._names), [(k, c.nodes.tobytes(), c.values.tobytes()) for k, c in self._cols.items()]
+
+    def merge(self, parts: Columns) -> None:
+        """Another builder's parts, as if its nodes came now; each of them must be new here (a node
+        twice in a fleet averages across both, which only add_rows does)."""
+        names, cols = parts
+        offset = len(self._names)
+        for name in names:
+            if name in self._index:
+                raise ValueError(f"node {name} is in two parts")
+            self._index[name] = len(self._names)
+            self._names.append(name)
+        for key, nodes, values in cols:
+            col = self._column(key)
+            col.nodes.frombytes((np.frombuffer(nodes, dtype=np.int32) + np.int32(offset)).tobytes())
+            col.values.frombytes(values)
+
+    def table(self) -> SeriesTable:
+        self._fold()
         cols = {k: (np.frombuffer(c.nodes, dtype=np.int32), np.frombuffer(c.values, dtype=np.float64))
                 for k, c in self._cols.items()}
         return SeriesTable(tuple(self._names), cols)

@@ -16,7 +16,7 @@ from typing import TextIO
 
 from harness import results
 from harness.errors import UsageError, printable
-from harness.fleet import analysis, collect, dispatch, drain, layout, progress
+from harness.fleet import analysis, collect, dispatch, drain, layout, pool, progress
 from harness.fleet import report as fleet_report
 from harness.fleet.analysis import FleetReport, OutlierSettings
 from harness.fleet.collect import NodeOutcome, NodeStatus
@@ -144,9 +144,7 @@ def analyse_dir(fleet_dir: Path, poll: bool, settings: OutlierSettings | None = 
             print(f"warning: cannot ask Slurm ({e}); using the job states saved last", file=sys.stderr)
     if seen is None:
         seen = layout.load_jobs(fleet_dir)
-    builder = analysis.FleetBuilder(junit=junit)
-    for outcome, rows in collect.stream(fleet_dir, manifest, seen):
-        builder.add(outcome, rows)
+    builder = pool.build(fleet_dir, manifest, seen, junit)
     held = frozenset(builder.with_record)
 
     def reload(o: NodeOutcome) -> RunRecord | None:

@@ -1,0 +1,68 @@
+"""Issue #30: a large fleet is read in a pool of processes, in chunks merged in manifest order; the
+outputs are the very ones of the in-process stream (fleet.json, junit.xml, fleet.html, Prometheus,
+the series' floats), broken and tampered nodes included, and a small fleet never starts a worker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_fleet_stream import _outputs, fleet  # noqa: F401  (the fixture)
+
+from harness.fleet import collect, commands, pool
+from harness.fleet.layout import load_manifest
+
+
+def _force_pool(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    monkeypatch.setattr(pool, "POOL_MIN", 2)
+    monkeypatch.setattr(pool, "CHUNK", chunk)
+    monkeypatch.setattr(pool.os, "sched_getaffinity", lambda _pid: {0, 1})
+
+
+@pytest.mark.parametrize("chunk", [1, 4, 7])
+def test_a_pooled_read_gives_the_outputs_of_the_in_process_one(fleet: Path, tmp_path: Path,  # noqa: F811
+                                                               monkeypatch: pytest.MonkeyPatch, chunk: int):
+    alone = _outputs(fleet, tmp_path / "alone")
+    series = dict(commands.analyse_dir(fleet, poll=False).series)
+    _force_pool(monkeypatch, chunk)
+    assert pool.workers(load_manifest(fleet)) == 2
+    calls: list[int] = []
+    real = pool._pooled
+
+    def counting(*a: Any) -> Any:
+        calls.append(1)
+        return real(*a)
+
+    monkeypatch.setattr(pool, "_pooled", counting)
+    assert _outputs(fleet, tmp_path / "pooled") == alone
+    assert dict(commands.analyse_dir(fleet, poll=False).series) == series
+    assert calls == [1, 1]  # the pool did read them
+
+
+def test_a_small_fleet_is_read_in_process(fleet: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: F811
+    assert pool.workers(load_manifest(fleet)) == 1  # 29 nodes: below POOL_MIN
+
+    def refused(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("a worker started for a small fleet")
+
+    monkeypatch.setattr(pool, "ProcessPoolExecutor", refused)
+    rep = commands.analyse_dir(fleet, poll=False)
+    assert len(rep.nodes) == 29
+
+
+def test_a_dead_worker_falls_back_to_the_in_process_read(fleet: Path, tmp_path: Path,  # noqa: F811
+                                                         monkeypatch: pytest.MonkeyPatch):
+    alone = _outputs(fleet, tmp_path / "alone")
+    _force_pool(monkeypatch, 5)
+    real = collect.node_outcome
+
+    def dying(*a: Any) -> Any:
+        import os
+        if a[-1] == "n010" and os.getpid() != parent:
+            os._exit(9)  # a worker killed (the OOM killer, say) mid-chunk
+        return real(*a)
+
+    parent = __import__("os").getpid()
+    monkeypatch.setattr(collect, "node_outcome", dying)
+    assert _outputs(fleet, tmp_path / "pooled") == alone
