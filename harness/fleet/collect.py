@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from harness import results
@@ -30,6 +31,7 @@ DRAIN_PREFIX = "harness:"
 # (check id, metric name, unit, labels, value): one measured value, as the fleet statistics read it
 MetricRow = tuple[str, str, str, Mapping[str, Any], float]
 DRAIN_REASON_MAX = 120
+_NO_LABELS: Mapping[str, Any] = MappingProxyType({})
 RESULTS_MAX = 64 * 2**20  # bytes of a node's results.json read at most (476 metrics take 80 kB)
 
 
@@ -289,7 +291,7 @@ def _run_of(doc: RunDoc, whole: bool = False) -> tuple[RunRecord, list[MetricRow
     for c in doc["checks"]:
         metrics = c.get("metrics", ())
         cid = c["id"]
-        rows += [(cid, m["name"], m["unit"], m.get("labels", {}), float(m["value"])) for m in metrics]
+        rows += [(cid, m["name"], m["unit"], m.get("labels", _NO_LABELS), m["value"]) for m in metrics]
         keep = whole or c["status"] is Status.RECORDED
         kept = tuple(Metric(m["name"], float(m["value"]), m["unit"], m.get("labels", {}))
                      for m in metrics) if keep else ()

@@ -38,7 +38,8 @@ class SeriesBuilder:
         self._names: list[str] = []
         self._index: dict[str, int] = {}
         self._cols: dict[SeriesKey, _Column] = {}
-        self._raw: dict[tuple[object, ...], _Column] = {}  # (sku, check, name, unit, labels) as they came
+        # by SKU, (check, name, unit, *labels) as they came -> the column and its appenders
+        self._raw: dict[str, dict[tuple[object, ...], tuple[_Column, array, Any, Any]]] = {}
         self._repeats: dict[tuple[SeriesKey, int], list[float]] = {}  # (key, position) -> values
         self._node = -1
         self._node_was_seen = False
@@ -83,17 +84,21 @@ class SeriesBuilder:
                  folded: frozenset[str] = frozenset()) -> None:
         """One node's metrics: series keyed by SKU, check, metric, unit and the labels not `folded`."""
         self.start_node(node)
-        raw_cols, node_index = self._raw, self._node
+        raw_cols = self._raw.get(sku)
+        if raw_cols is None:
+            raw_cols = self._raw[sku] = {}
+        node_index, again = self._node, self._node_was_seen
         for check, name, unit, labels, value in rows:
-            raw = (sku, check, name, unit, tuple(labels.items()))  # the labels as they came, unfolded
-            col = raw_cols.get(raw)
-            if col is None:
+            raw = (check, name, unit, *labels.items())  # the labels as they came, unfolded
+            got = raw_cols.get(raw)
+            if got is None:
                 lab = tuple((k, str(v)) for k, v in labels.items() if k not in folded)
-                col = raw_cols[raw] = self._column(SeriesKey(sku, check, name, unit, tuple(sorted(lab))))
-            nodes = col.nodes
-            if nodes and nodes[-1] != node_index and not self._node_was_seen:
-                nodes.append(node_index)  # the common case, inline
-                col.values.append(value)
+                col = self._column(SeriesKey(sku, check, name, unit, tuple(sorted(lab))))
+                got = raw_cols[raw] = (col, col.nodes, col.nodes.append, col.values.append)
+            col, nodes, add_node, add_value = got
+            if nodes and nodes[-1] != node_index and not again:
+                add_node(node_index)  # the common case, inline
+                add_value(value)
             else:
                 self._append(col, value)
 

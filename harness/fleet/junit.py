@@ -52,9 +52,7 @@ def _job_case(suite: ET.Element, n: NodeOutcome) -> None:
 
 def node_suite(n: NodeOutcome) -> SuiteXml:
     """The node's own run as a testsuite named after the node, plus a case for a job problem."""
-    # parsing the XML run_junit.render_junit just produced: trusted input
-    own = run_junit.render_junit(n.record) if n.record is not None else None
-    suite = ET.fromstring(own).find("testsuite") if own is not None else None  # noqa: S314
+    suite = run_junit.junit_tree(n.record).find("testsuite") if n.record is not None else None
     if suite is None:
         suite = ET.Element("testsuite", tests="0", failures="0", errors="0", skipped="0", time="0.000")
     job_failed = any(e.check == "slurm-job" for e in n.evidence)
