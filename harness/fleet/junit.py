@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from harness.fleet.collect import NodeOutcome, NodeStatus
@@ -80,14 +80,22 @@ def node_suite(n: NodeOutcome) -> SuiteXml:
 
 def render(name: str, suites: Sequence[SuiteXml]) -> str:
     """One <testsuites> with the nodes' suites in the order given."""
+    return "".join(render_chunks(name, suites))
+
+
+def render_chunks(name: str, suites: Sequence[SuiteXml]) -> Iterator[str]:
+    """render in pieces, a node's suite at a time (never the whole file in memory)."""
     root = ET.Element("testsuites", name=name)
     for attr in ("tests", "failures", "errors"):
         root.set(attr, str(sum(getattr(s, attr) for s in suites)))
-    head = '<?xml version="1.0" encoding="UTF-8"?>\n'
+    yield '<?xml version="1.0" encoding="UTF-8"?>\n'
     if not suites:
-        return head + ET.tostring(root, encoding="unicode") + "\n"
+        yield ET.tostring(root, encoding="unicode") + "\n"
+        return
     ET.SubElement(root, "x")
     ET.indent(root, space=INDENT)
     start, end = ET.tostring(root, encoding="unicode").split("<x />")
-    body = f"\n{INDENT}".join(s.text(i) for i, s in enumerate(suites))
-    return head + start + body + end + "\n"
+    yield start
+    for i, s in enumerate(suites):
+        yield (f"\n{INDENT}" if i else "") + s.text(i)
+    yield end + "\n"

@@ -66,3 +66,17 @@ def test_a_dead_worker_falls_back_to_the_in_process_read(fleet: Path, tmp_path: 
     parent = __import__("os").getpid()
     monkeypatch.setattr(collect, "node_outcome", dying)
     assert _outputs(fleet, tmp_path / "pooled") == alone
+
+
+def test_the_heatmap_and_junit_are_written_a_node_at_a_time(fleet: Path):  # noqa: F811
+    """Memory flat in the nodes: a heatmap row and a node's junit suite are each built as they are
+    written, never the whole heatmap or file as one string (a macro would build it whole)."""
+    from harness.fleet import report as fleet_report
+
+    rep = commands.analyse_dir(fleet, poll=False)
+    chunks = list(fleet_report.html_chunks(rep))
+    assert sum(c.count('<g transform="translate(0,') for c in chunks) >= 20  # the heatmap's rows
+    assert max(c.count('<g transform="translate(0,') for c in chunks) == 1
+    parts = list(fleet_report.junit_chunks(rep))
+    assert max(p.count("<testsuite ") for p in parts) == 1 and len(parts) >= len(rep.nodes)
+    assert "".join(parts) == fleet_report.render_junit(rep)
