@@ -22,9 +22,7 @@ from harness.fleet.analysis import FleetReport, OutlierSettings
 from harness.fleet.collect import NodeOutcome, NodeStatus
 from harness.model import EXIT_CODES, RunRecord
 from harness.numfmt import fmt_value
-from harness.platform.pushgateway import push, redact
 from harness.platform.slurm import SlurmError
-from harness.report import prometheus as prom
 
 
 @dataclass(frozen=True)
@@ -169,6 +167,11 @@ def _print_summary(rep: FleetReport) -> None:
 
 
 def _export(fleet_dir: Path, rep: FleetReport, exports: Exports) -> None:
+    if not exports.textfile and not exports.pushgateway:
+        return
+    from harness.platform.pushgateway import push, redact  # start-up: only when exporting
+    from harness.report import prometheus as prom
+
     if exports.textfile is not None:
         samples = [s for n in rep.nodes for s in fleet_report.fleet_samples(rep, n.node)]
         path = prom.write_textfile(exports.textfile, samples)
@@ -237,6 +240,9 @@ def export(target: Path, exports: Exports) -> int:
     if (target / layout.MANIFEST).exists() or layout.volume_nodes(target):
         _export(target, analyse_dir(target, False, OutlierSettings()), exports)
         return 0
+    from harness.platform.pushgateway import push, redact  # start-up: only when exporting
+    from harness.report import prometheus as prom
+
     record = results.load(target)
     node = str(record.host)
     samples = prom.run_samples(record, node)

@@ -14,17 +14,18 @@ is read in-process: starting workers costs more than it saves there.
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.fleet import analysis, collect
 from harness.fleet.layout import Manifest, SeenJob
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
 
 POOL_MIN = 400  # nodes read in-process below this
 CHUNK = 50  # nodes a task
@@ -72,11 +73,9 @@ def build(fleet_dir: Path, manifest: Manifest, seen: Mapping[str, SeenJob],
     """A FleetBuilder holding every node of the fleet, read by `workers(manifest)` processes."""
     n = workers(manifest)
     with no_collector():
-        if n > 1:
-            try:
-                return _pooled(fleet_dir, manifest, seen, junit, n)
-            except (BrokenProcessPool, OSError):  # a worker died or none could start: read in-process
-                pass
+        pooled = _pooled(fleet_dir, manifest, seen, junit, n) if n > 1 else None
+        if pooled is not None:
+            return pooled
         b = analysis.FleetBuilder(junit=junit)
         for outcome, rows in collect.stream(fleet_dir, manifest, seen):
             b.add(outcome, rows)
@@ -84,7 +83,13 @@ def build(fleet_dir: Path, manifest: Manifest, seen: Mapping[str, SeenJob],
 
 
 def _pooled(fleet_dir: Path, manifest: Manifest, seen: Mapping[str, SeenJob], junit: bool,
-            n: int) -> analysis.FleetBuilder:
+            n: int) -> analysis.FleetBuilder | None:
+    """The fleet read by `n` forked workers; None when a worker died or none could start."""
+    # start-up: a small fleet never loads the process machinery
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
     global _job
     _job = (fleet_dir, manifest, seen, junit)
     b = analysis.FleetBuilder(junit=junit)
@@ -92,6 +97,8 @@ def _pooled(fleet_dir: Path, manifest: Manifest, seen: Mapping[str, SeenJob], ju
         with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as ex:
             for part in _in_order(ex, _chunks(manifest.nodes), window=2 * n):
                 b.merge(part)
+    except (BrokenProcessPool, OSError):
+        return None
     finally:
         _job = None
     return b

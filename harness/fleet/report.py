@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.fleet import junit as fleet_junit
 from harness.fleet.analysis import FleetReport
@@ -14,7 +14,9 @@ from harness.fleet.collect import NodeOutcome, NodeStatus
 from harness.fleet.html import html_chunks
 from harness.fleet.stats import Outlier
 from harness.fsutil import atomic_write_chunks, atomic_write_json
-from harness.report import prometheus as prom
+
+if TYPE_CHECKING:
+    from harness.report import prometheus as prom
 
 FORMAT_VERSION = 1
 JSON_NAME, JUNIT_NAME, HTML_NAME = "fleet.json", "junit.xml", "fleet.html"
@@ -76,6 +78,8 @@ def write(fleet_dir: Path, report: FleetReport) -> dict[str, Path]:
 
 def fleet_samples(report: FleetReport, node: str) -> list[prom.Sample]:
     """One node's Prometheus samples in a fleet: its run (if any), its fleet status and its outliers."""
+    from harness.report import prometheus as prom  # start-up: only when exporting
+
     out: list[prom.Sample] = []
     outcome = next(n for n in report.nodes if n.node == node)
     uuids: dict[str, str] = {}

@@ -4,6 +4,7 @@ the series' floats), broken and tampered nodes included, and a small fleet never
 
 from __future__ import annotations
 
+import concurrent.futures
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ def test_a_small_fleet_is_read_in_process(fleet: Path, monkeypatch: pytest.Monke
     def refused(*_a: Any, **_k: Any) -> Any:
         raise AssertionError("a worker started for a small fleet")
 
-    monkeypatch.setattr(pool, "ProcessPoolExecutor", refused)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", refused)
     rep = commands.analyse_dir(fleet, poll=False)
     assert len(rep.nodes) == 29
 
