@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from clihelp import harness
 from fleet_samples import record
+from fleetdirs import make_fleet, node_run_dir
 from pydantic import TypeAdapter
-from test_fleet_tampered import _run_dir, make_fleet
 
 from harness import results
 from harness.fleet import collect
@@ -27,7 +27,7 @@ from harness.model import CheckResult, Metric, RunRecord, Status, ToolRun
 
 def test_a_clean_file_is_read_in_one_compiled_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     make_fleet(tmp_path, {})
-    run_dir = _run_dir(tmp_path, "n0")
+    run_dir = node_run_dir(tmp_path, "n0")
 
     def refused(*_a: Any, **_k: Any) -> Any:
         raise AssertionError("a clean results.json is read in Python")
@@ -52,7 +52,7 @@ def test_a_clean_file_is_read_in_one_compiled_pass(tmp_path: Path, monkeypatch: 
 ])
 def test_a_refused_file_is_named_as_the_slow_read_names_it(tmp_path: Path, raw: Any, why: str):
     make_fleet(tmp_path, {"bad": raw})
-    path = _run_dir(tmp_path, "bad") / "results.json"
+    path = node_run_dir(tmp_path, "bad") / "results.json"
     rec, rows, got = load_run(path.parent)
     assert rec is None and rows == [] and got.startswith(f"{path}: {why}") and "\n" not in got
     assert load_record(path.parent)[1] == got
@@ -60,7 +60,7 @@ def test_a_refused_file_is_named_as_the_slow_read_names_it(tmp_path: Path, raw: 
 
 def test_a_6_gb_results_json_is_one_errored_node(tmp_path: Path):
     make_fleet(tmp_path, {"huge": lambda d: None})
-    path = _run_dir(tmp_path, "huge") / "results.json"
+    path = node_run_dir(tmp_path, "huge") / "results.json"
     with path.open("r+b") as f:  # sparse: 6 GB long, a few kB on disk
         f.seek(6 * 10**9)
         f.write(b"}")
@@ -77,7 +77,7 @@ def test_a_6_gb_results_json_is_one_errored_node(tmp_path: Path):
 
 def test_a_symlinked_results_json_is_not_followed(tmp_path: Path):
     make_fleet(tmp_path, {})
-    path = _run_dir(tmp_path, "n1") / "results.json"
+    path = node_run_dir(tmp_path, "n1") / "results.json"
     elsewhere = tmp_path / "elsewhere.json"
     path.rename(elsewhere)
     path.symlink_to(elsewhere)

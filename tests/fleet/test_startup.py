@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from clihelp import ROOT
-from test_fleet_tampered import make_fleet
+from fleetdirs import make_fleet
 
 SUITE = 'name: one\nchecks:\n  - id: app\n    kind: command\n    params:\n      argv: ["true"]\n'
 
