@@ -9,10 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_fleet_stream import _outputs, fleet  # noqa: F401  (the fixture)
+from streamfleet import make_fleet, report_outputs
 
-from harness.fleet import collect, commands, pool
+from harness.fleet import collect, commands, dispatch, pool
 from harness.fleet.layout import load_manifest
+
+
+@pytest.fixture
+def fleet(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(dispatch, "utcnow", lambda: "2026-11-30T00:00:00Z")
+    root = tmp_path / "fleet"
+    make_fleet(root, 24)
+    return root
 
 
 def _force_pool(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
@@ -22,9 +30,9 @@ def _force_pool(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
 
 
 @pytest.mark.parametrize("chunk", [1, 4, 7])
-def test_a_pooled_read_gives_the_outputs_of_the_in_process_one(fleet: Path, tmp_path: Path,  # noqa: F811
+def test_a_pooled_read_gives_the_outputs_of_the_in_process_one(fleet: Path, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch, chunk: int):
-    alone = _outputs(fleet, tmp_path / "alone")
+    alone = report_outputs(fleet, tmp_path / "alone")
     series = dict(commands.analyse_dir(fleet, poll=False).series)
     _force_pool(monkeypatch, chunk)
     assert pool.workers(load_manifest(fleet)) == 2
@@ -36,12 +44,12 @@ def test_a_pooled_read_gives_the_outputs_of_the_in_process_one(fleet: Path, tmp_
         return real(*a)
 
     monkeypatch.setattr(pool, "_pooled", counting)
-    assert _outputs(fleet, tmp_path / "pooled") == alone
+    assert report_outputs(fleet, tmp_path / "pooled") == alone
     assert dict(commands.analyse_dir(fleet, poll=False).series) == series
     assert calls == [1, 1]  # the pool did read them
 
 
-def test_a_small_fleet_is_read_in_process(fleet: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: F811
+def test_a_small_fleet_is_read_in_process(fleet: Path, monkeypatch: pytest.MonkeyPatch):
     assert pool.workers(load_manifest(fleet)) == 1  # 29 nodes: below POOL_MIN
 
     def refused(*_a: Any, **_k: Any) -> Any:
@@ -52,9 +60,9 @@ def test_a_small_fleet_is_read_in_process(fleet: Path, monkeypatch: pytest.Monke
     assert len(rep.nodes) == 29
 
 
-def test_a_dead_worker_falls_back_to_the_in_process_read(fleet: Path, tmp_path: Path,  # noqa: F811
+def test_a_dead_worker_falls_back_to_the_in_process_read(fleet: Path, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch):
-    alone = _outputs(fleet, tmp_path / "alone")
+    alone = report_outputs(fleet, tmp_path / "alone")
     _force_pool(monkeypatch, 5)
     real = collect.node_outcome
 
@@ -66,10 +74,10 @@ def test_a_dead_worker_falls_back_to_the_in_process_read(fleet: Path, tmp_path: 
 
     parent = __import__("os").getpid()
     monkeypatch.setattr(collect, "node_outcome", dying)
-    assert _outputs(fleet, tmp_path / "pooled") == alone
+    assert report_outputs(fleet, tmp_path / "pooled") == alone
 
 
-def test_the_heatmap_and_junit_are_written_a_node_at_a_time(fleet: Path):  # noqa: F811
+def test_the_heatmap_and_junit_are_written_a_node_at_a_time(fleet: Path):
     """Memory flat in the nodes: a heatmap row and a node's junit suite are each built as they are
     written, never the whole heatmap or file as one string (a macro would build it whole)."""
     from harness.fleet import report as fleet_report
