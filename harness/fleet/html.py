@@ -6,9 +6,11 @@ lays them out, so no node name, reason or label from a run can become markup.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +18,7 @@ from harness.fleet.analysis import FleetReport, natural
 from harness.fleet.collect import NodeOutcome, NodeStatus
 from harness.fleet.stats import Outlier, SeriesKey
 from harness.numfmt import fmt_num, fmt_value
+from harness.report import tplcache
 from harness.report.fmt import fmt_time
 
 if TYPE_CHECKING:
@@ -188,6 +191,22 @@ def _medians(values: Mapping[SeriesKey, Mapping[str, float]]) -> dict[SeriesKey,
     return {k: median(v.values()) for k, v in values.items()}
 
 
+def cache_parent() -> Path | None:
+    """Where the fleet's compiled templates are kept between reports: the invoking user's cache
+    ($XDG_CACHE_HOME or ~/.cache, then harness/), never the fleet directory, which nodes write to
+    (compiled code from there would run as the reporting user). None when there is no home."""
+    home = os.path.expanduser("~/.cache") if "HOME" in os.environ else ""
+    base = os.environ.get("XDG_CACHE_HOME") or home
+    if not base or not os.path.isabs(base):
+        return None
+    parent = Path(base) / "harness"
+    try:
+        parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return parent
+
+
 @lru_cache(maxsize=1)
 def _environment() -> Environment:
     import jinja2  # start-up: Jinja2 loads only when a report is rendered
@@ -196,6 +215,7 @@ def _environment() -> Environment:
         loader=jinja2.PackageLoader("harness.fleet", "templates"),
         autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+        bytecode_cache=tplcache.bytecode_cache(cache_parent()),  # compiling them costs ~0.25 s
     )
     env.filters.update(num=fmt_num, time=fmt_time)
     return env
