@@ -186,6 +186,10 @@ class CheckKind:
     # A kind that measures (bandwidth, a burn): the runner waits, bounded, until the GPUs are idle
     # and near their idle temperature before it starts (harness/run/settle.py).
     settle: bool = False
+    # A kind whose number rides on each GPU's PCIe link (host copies, collectives): the telemetry
+    # sampled while it measures judges the link (trained down while busy: FAILED, reported once,
+    # harness.series.telemetry.findings), as under a burn (whose TelemetryParams turn it on).
+    judges_pcie_link: bool = False
 
     # The tools and Python packages the kind runs or imports, with install hints (`harness list --tools`).
     requires: tuple[Need, ...] = ()

@@ -238,6 +238,7 @@ KIND = CheckKind(
     own_rules=own_rules,
     loads_node=True,
     settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
+    judges_pcie_link=True,  # H2D/D2H ride on each GPU's PCIe link
     requires=(Need("nvbandwidth", "build github.com/NVIDIA/nvbandwidth and put it on PATH",
                    use="engine: nvbandwidth (default)", group="engine", version_args=("--help",)),
               Need("bandwidthTest", "build github.com/NVIDIA/cuda-samples and put bandwidthTest on PATH",

@@ -228,6 +228,7 @@ KIND = CheckKind(
     needs=frozenset({"gpu"}),
     loads_node=True,
     settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
+    judges_pcie_link=True,  # collectives leave the node (and cross NUMA) over each GPU's PCIe link
     # the default op; every op runs its own <op>_perf from the same nccl-tests build
     requires=(Need("all_reduce_perf", needs.NCCL_TESTS_HINT, version_args=()),
               needs.tool("mpirun", use="launcher: mpirun")),

@@ -11,8 +11,8 @@ from harness import sections
 from harness.checks.registry import kinds
 from harness.config.factrule import FactRule
 
-# Written for any kind: by the runner (telemetry, settle) and by history's drift check (notes).
-BESIDE_KINDS = {"telemetry", "settle", "notes"}
+# Written for any kind: by the runner (telemetry, settle, contention) and by history's drift check (notes).
+BESIDE_KINDS = {"telemetry", "settle", "contention", "notes"}
 PLAN = Path(__file__).resolve().parents[2] / "harness" / "run" / "plan.py"
 
 
