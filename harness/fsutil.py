@@ -261,12 +261,12 @@ class TooLarge(OSError):
     """read_bounded met a file over its limit, or something that is not a regular file."""
 
 
-def read_bounded(path: Path, limit: int) -> bytes:
+def read_bounded(path: Path, limit: int, *, follow: bool = True) -> bytes:
     """The bytes of a regular file of at most `limit` bytes, never more held in memory: TooLarge
     (an OSError saying why) for a larger file, a FIFO, a device or a directory. Opened without
-    blocking (a FIFO with no writer would wait forever) and checked once open; other OSErrors
-    (missing, unreadable) pass through as they are."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    blocking (a FIFO with no writer would wait forever) and checked once open; unless `follow`,
+    a symlink is not followed (OSError ELOOP). Other OSErrors (missing, unreadable) pass through."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -20,6 +20,7 @@ from pydantic import TypeAdapter
 
 from harness import results
 from harness.fleet import collect
+from harness.fleet import record as record_doc
 from harness.fleet.collect import load_record, load_run
 from harness.model import CheckResult, Metric, RunRecord, Status, ToolRun
 
@@ -84,8 +85,8 @@ def test_a_symlinked_results_json_is_not_followed(tmp_path: Path):
     assert rec is None and why.startswith(f"{path}: unreadable: OSError")
 
 
-@pytest.mark.parametrize(("doc", "cls"), [(results.RunDoc, RunRecord), (results.CheckDoc, CheckResult),
-                                          (results.MetricDoc, Metric)])
+@pytest.mark.parametrize(("doc", "cls"), [(record_doc.RunDoc, RunRecord), (record_doc.CheckDoc, CheckResult),
+                                          (record_doc.MetricDoc, Metric)])
 def test_the_compiled_schema_has_the_record_s_fields(doc: Any, cls: Any):
     fields = {f.name: f for f in dataclasses.fields(cls)}
     assert set(doc.__annotations__) == set(fields)
@@ -105,7 +106,7 @@ def test_the_compiled_read_gives_the_run_and_rows_of_the_whole_record(tmp_path: 
     results.write(tmp_path, whole)
     text = (tmp_path / "results.json").read_text().replace('"value": 100.0', '"value": 100', 1)
     (tmp_path / "results.json").write_text(text)  # an integer where a float belongs: JSON allows it
-    assert results.from_json(text.encode()) is not None
+    assert record_doc.from_json(text.encode()) is not None
     rec, rows, why = load_run(tmp_path)
     assert why == "" and rows == collect.metric_rows(whole)
     assert all(type(r[4]) is float for r in rows)
