@@ -35,7 +35,7 @@ def read(path: Path) -> bytes:
 
 
 # The record as the fleet reads it, in one compiled pass: RunRecord's fields and types, but a
-# metric is left a dict (no Metric object per value). tests/fleet/test_fleet_read.py holds them
+# metric is left a dict (no Metric object per value). tests/fleet/test_read.py holds them
 # to the dataclasses' fields.
 
 class MetricDoc(TypedDict, total=False):
