@@ -124,6 +124,7 @@ KIND = CheckKind(
                             "host.block_devices", "host.nvme_count", "host.nics_up", "gpu.count"]),
     run=run,
     plan=plan,
+    estimate_s=lambda _p: 0.5,  # lsblk, /proc, /sys and NVML reads: 0.0-0.3 s measured
     loads_node=False,
     requires=(needs.tool("lsblk"), needs.NVML),
 )
