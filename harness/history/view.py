@@ -88,9 +88,9 @@ def _key_series(per_run: Sequence[dict[SeriesKey, tuple[float, str]]]) -> list[S
     for series in per_run:
         for k in series:
             seen[k] = seen.get(k, 0) + 1
-    ranked = sorted((KEY_METRICS.index(k.metric), -n, k.text(), k) for k, n in seen.items()
-                    if k.metric in KEY_METRICS)
-    return [k for *_, k in ranked[:KEY_COLUMNS]]
+    ranked = sorted(((KEY_METRICS.index(k.metric), -n, k.text(), k.params), k) for k, n in seen.items()
+                    if k.metric in KEY_METRICS)  # twins (same text, other params) never compare keys
+    return [k for _, k in ranked[:KEY_COLUMNS]]
 
 
 def _num(v: float | None, unit: str) -> str:
