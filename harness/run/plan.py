@@ -270,11 +270,11 @@ def time_text(plan: Sequence[PlannedCheck], inventory: Mapping[str, Any]) -> str
         c = pc.check
         if {*c.spec.needs, *c.kind.needs} & {"gpu", "nvml"} and not gpus:
             no_gpu.append(pc.id)
-        elif c.kind.estimate_s is None:
+        elif (estimate := c.kind.hooks.estimate_s) is None:
             unknown.append(pc.id)
         else:
             try:
-                total += c.kind.estimate_s(c.params) * c.repeat
+                total += estimate(c.params) * c.repeat
             except Exception:  # an estimate is never worth a failed dry run
                 unknown.append(pc.id)
     notes = [f"{what}: {', '.join(ids)}" for what, ids in
@@ -321,10 +321,11 @@ def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profil
         for cmd in commands:
             lines.append(f"   $ {shlex.join(cmd.argv)}" + (f"   # {cmd.note}" if cmd.note else ""))
         own = pc.own_rules
-        built_in = [*(c.kind.verdicts(c.params, hardware) if c.kind.verdicts else ()),
-                    *telemetry.verdicts(c.params), *(afterload.verdicts() if c.kind.loads_node else ())]
-        if c.kind.config_plan is not None:
-            lines += c.kind.config_plan(c.params, profile.profile.name, profile.profile.config)
+        hooks = c.kind.hooks
+        built_in = [*(hooks.verdicts(c.params, hardware) if hooks.verdicts else ()),
+                    *telemetry.verdicts(c.params), *(afterload.verdicts() if hooks.loads_node else ())]
+        if hooks.config_plan is not None:
+            lines += hooks.config_plan(c.params, profile.profile.name, profile.profile.config)
         elif not pc.rules and not own and not built_in:
             lines.append("   (no expectations: metrics are recorded only)")
         lines += [f"   verdict: {v}" for v in built_in]

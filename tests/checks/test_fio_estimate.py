@@ -115,4 +115,4 @@ def test_the_dry_run_states_each_part_and_the_total(tmp_path: Path):
     total = re.search(r"^time +about (\d+) s in all$", r.stdout, re.M)
     assert total, r.stdout
     assert int(total.group(1)) == round(2 * est.total_s + 0.5)  # repeat 2, and the inventory's 0.5 s
-    assert KIND.estimate_s is not None and KIND.estimate_s(params) == pytest.approx(est.total_s)
+    assert KIND.hooks.estimate_s is not None and KIND.hooks.estimate_s(params) == pytest.approx(est.total_s)
