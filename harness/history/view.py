@@ -19,7 +19,7 @@ from harness.history.identity import changes
 from harness.history.record import KEY_METRICS, store_path
 from harness.history.store import Store, open_store, problems_text
 from harness.model import RunRecord
-from harness.numfmt import fmt_num
+from harness.numfmt import fmt_value
 
 KEY_COLUMNS = 4
 
@@ -62,6 +62,7 @@ def node_data(store: Store, query: str) -> dict[str, Any]:
             if k in series and r.suite not in suites[k]:
                 suites[k].append(r.suite)
     twins = Counter((k.check, k.metric, k.labels) for k in keys)
+    units = {k: next((series[k][1] for series in per_run if k in series), "") for k in keys}
     events = []
     for a, b in pairwise(runs):
         events += [{"run_id": b.run_id, "started": b.started, **c.to_dict()}
@@ -70,7 +71,8 @@ def node_data(store: Store, query: str) -> dict[str, Any]:
         "node": {"node_id": node.node_id, "name": node.name, "system_serial": node.system_serial,
                  "first_seen": node.first_seen, "last_seen": node.last_seen},
         "key_metrics": [{"check": k.check, "metric": k.metric, "labels": k.label_dict, "params": k.params,
-                         "suites": suites[k], "twins": twins[(k.check, k.metric, k.labels)]}
+                         "suites": suites[k], "twins": twins[(k.check, k.metric, k.labels)],
+                         "unit": units[k]}
                         for k in keys],
         "runs": [{"run_id": r.run_id, "started": r.started, "hostname": r.hostname, "suite": r.suite,
                   "profile": r.profile, "verdict": r.verdict, "run_dir": r.run_dir,
@@ -86,13 +88,14 @@ def _key_series(per_run: Sequence[dict[SeriesKey, tuple[float, str]]]) -> list[S
     for series in per_run:
         for k in series:
             seen[k] = seen.get(k, 0) + 1
-    ranked = sorted((KEY_METRICS.index(k.metric), -n, k.text(), k) for k, n in seen.items()
-                    if k.metric in KEY_METRICS)
-    return [k for *_, k in ranked[:KEY_COLUMNS]]
+    ranked = sorted(((KEY_METRICS.index(k.metric), -n, k.text(), k.params), k) for k, n in seen.items()
+                    if k.metric in KEY_METRICS)  # twins (same text, other params) never compare keys
+    return [k for _, k in ranked[:KEY_COLUMNS]]
 
 
-def _num(v: float | None) -> str:
-    return fmt_num(v, 4)
+def _num(v: float | None, unit: str) -> str:
+    """A table cell: the value with its unit, as compare prints it (594 MB/s, 40,523 IOPS, 36.96 ms)."""
+    return fmt_value(v, unit, 4)
 
 
 def render_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]],
@@ -134,7 +137,8 @@ def show_node(data: dict[str, Any]) -> list[str | None]:
              + (f" ({', '.join(k['suites'])})" if k.get("twins", 1) > 1 else "")
              for k in data["key_metrics"]]
     rows = [[r["started"].replace("T", " ")[:16], r["run_id"], r["suite"], r["verdict"],
-             *(_num(v) for v in r["values"])] for r in data["runs"]]
+             *(_num(v, k.get("unit", "")) for v, k in zip(r["values"], data["key_metrics"], strict=True))]
+            for r in data["runs"]]
     title = f"node {n['name']} (id {n['node_id']}, system serial {n['system_serial'] or 'unknown'})"
     out = [render_table(title, ["started", "run", "suite", "verdict", *heads], rows,
                         right=tuple(range(4, 4 + len(heads))), wrap=(1, *range(4, 4 + len(heads))))]

@@ -261,6 +261,27 @@ def _lost_text(g: Mapping[str, Any]) -> str:
     return f"GPU {g.get('index', '?')}{where} unreadable: {g.get('error') or 'no name'}"
 
 
+def time_text(plan: Sequence[PlannedCheck], inventory: Mapping[str, Any]) -> str:
+    """'about 47 s in all (no estimate: inventory; skipped without GPUs: gpu-burn)': the kinds'
+    estimates summed over the checks that will run, repeats counted."""
+    total, unknown, no_gpu = 0.0, [], []
+    gpus = bool(inventory.get("gpus") or inventory.get("pci_gpus"))
+    for pc in plan:
+        c = pc.check
+        if {*c.spec.needs, *c.kind.needs} & {"gpu", "nvml"} and not gpus:
+            no_gpu.append(pc.id)
+        elif (estimate := c.kind.hooks.estimate_s) is None:
+            unknown.append(pc.id)
+        else:
+            try:
+                total += estimate(c.params) * c.repeat
+            except Exception:  # an estimate is never worth a failed dry run
+                unknown.append(pc.id)
+    notes = [f"{what}: {', '.join(ids)}" for what, ids in
+             (("no estimate", unknown), ("skipped without GPUs", no_gpu)) if ids]
+    return f"about {total:.0f} s in all" + (f" ({'; '.join(notes)})" if notes else "")
+
+
 def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profile_reason: str,
                    plan: Sequence[PlannedCheck], inventory: Mapping[str, Any],
                    allow_destructive: bool, came_from: tuple[str, str] = ("", ""),
@@ -277,7 +298,7 @@ def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profil
     lines += [f"        {lo.text}" for lo in left]
     if any(lo.expected_by for lo in left):
         lines.append("        an expected check is left out: the run will be UNTESTED, not ACCEPTED")
-    lines.append("")
+    lines += [f"time    {time_text(plan, inventory)}", ""]
     for n, pc in enumerate(plan, 1):
         c = pc.check
         extra = []

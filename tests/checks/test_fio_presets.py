@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from harness.checks.base import CheckContext
 from harness.checks.fio import KIND
 from harness.checks.fio import presets as fio_presets
-from harness.checks.fio.jobs import FioParams, build_argv, estimate_s, persist_times
+from harness.checks.fio.jobs import PER_JOB_S, START_S, FioParams, build_argv, estimate_s, persist_times
 from harness.parsers import fio as fio_parser
 
 pytestmark = pytest.mark.skipif(shutil.which("fio") is None and os.environ.get("CI") != "true",
@@ -42,7 +42,8 @@ def test_checkpoint_is_one_buffered_sequential_writer_per_gpu_with_a_final_fsync
     assert p.for_gpus(8).jobs[0].numjobs == 8 and p.jobs[0].numjobs == 1  # params stay frozen
     fixed = FioParams.model_validate({"preset": "checkpoint", "preset_options": {"gpus": 2}})
     assert fixed.for_gpus(8).jobs[0].numjobs == 2  # an explicit count wins
-    assert estimate_s(p.for_gpus(8)) == pytest.approx(8 * 2 * 1024 ** 3 / 1e9 + 1)
+    # size-bound at an assumed 1 GB/s, written sequentially: nothing laid out, nothing scattered
+    assert estimate_s(p.for_gpus(8)) == pytest.approx(8 * 2 * 1024 ** 3 / 1e9 + PER_JOB_S + START_S)
 
 
 def test_small_files_reads_whole_files_one_open_at_a_time():

@@ -11,6 +11,7 @@ from clihelp import QUICK_FIO, harness, results, run_dirs, write
 from historyhelp import derive, load
 
 from harness.history.store import SqliteStore
+from harness.numfmt import fmt_value
 
 NO_ENV = {"HARNESS_HISTORY": ""}  # the default: the node's store (HARNESS_STATE_DIR in tests)
 ACCEPTANCE_FIO = QUICK_FIO.replace("name: quick\n", "name: quick\ntags: [acceptance]\n")
@@ -125,3 +126,23 @@ def test_history_off_and_a_broken_store_never_cost_the_run(tmp_path: Path):
         doc = results(run_dir)
         assert doc["verdict"] == "ACCEPTED" and doc["history"] == {}
         assert (run_dir / "report.html").is_file()
+
+
+def test_history_table_values_carry_their_units(recorded):
+    # before: bare numbers ("40523.2") under a unit-less "fio.iops randread_4k/read" header
+    out, dirs = recorded
+    host = load(dirs[0]).host
+    r = harness("history", host, "--history", str(out / "history.sqlite"))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    heads = lines[1].split("  ")
+    heads = [h.strip() for h in heads if h.strip()][4:]
+    assert heads and all(h.startswith(("fio.iops ", "fio.bw ")) for h in heads), lines[1]
+    data = json.loads(harness("history", host, "--json", "--history", str(out / "history.sqlite")).stdout)
+    units = [k["unit"] for k in data["key_metrics"]]
+    assert sorted(set(units)) == ["GB/s", "IOPS"]
+    for line, run in zip(lines[3:5], data["runs"], strict=True):
+        for v, unit in zip(run["values"], units, strict=True):
+            want = fmt_value(v, unit, 4)  # the one formatter: "40,523 IOPS", "594.2 MB/s"
+            assert f"  {want}" in line, (want, line)
+            assert want.endswith(("IOPS", "MB/s", "GB/s", "kB/s")), want

@@ -185,3 +185,18 @@ def test_the_history_table_shows_series_as_the_store_keys_them(real: RunRecord, 
     assert values["quick-1"][smoke_col] is None and values["smoke-1"][smoke_col] is not None
     text = harness("history", real.host, "--history", str(store)).stdout
     assert "(smoke)" in text and "(quick)" in text, text
+
+
+def test_a_node_whose_twin_series_tie_prints_its_history(real: RunRecord, tmp_path: Path):
+    # before: smoke's and quick's fio series, one run each, tied in rank and the sort compared
+    # their keys: "internal error: TypeError: '<' not supported between ... 'SeriesKey'", exit 3
+    runs = [_as(derive(real, "smoke-1", "2026-01-01T00:00:00Z", system_serial=None), "smoke", "smoke-fio"),
+            derive(real, "quick-1", "2026-01-02T00:00:00Z", system_serial=None)]
+    store = tmp_path / "h.sqlite"
+    dirs = [_save(r, tmp_path / "in" / r.run_id) for r in runs]
+    assert harness("history", "import", *map(str, dirs), "--history", str(store)).returncode == 0
+    (node,) = json.loads(harness("history", "--json", "--history", str(store)).stdout)
+    r = harness("history", node["name"], "--history", str(store))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(smoke)" in r.stdout.splitlines()[1] and "(quick)" in r.stdout.splitlines()[1]
+    assert "IOPS" in r.stdout.splitlines()[3]

@@ -31,6 +31,7 @@ from harness.checks.fio.jobs import (
     FioParams,
     build_argv,
     check_device_targets,
+    estimate,
     estimate_s,
     execute,
     output_path,
@@ -56,7 +57,8 @@ def plan(params: FioParams, inventory: Mapping[str, Any]) -> Sequence[PlannedCom
         where = TMPDIR if t is None else f"{t.rstrip('/')}/{TMPDIR}"
         note = "files in a fresh directory, removed afterwards"
         argv = build_argv(params, output=output, directory=where)
-    return [PlannedCommand(tuple(argv), f"{note}; about {estimate_s(params):.0f} s")]
+    est = estimate(params, files=t is None or not blockdev.is_block_device(t))
+    return [PlannedCommand(tuple(argv), f"{note}; {est.text()}")]
 
 
 def run(params: FioParams, ctx: CheckContext) -> CheckOutput:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
@@ -18,7 +19,7 @@ from harness.checks.fio import presets as fio_presets
 from harness.config.numbers import WholeSeconds
 from harness.errors import GuardRefusal, ToolError
 from harness.model import Metric
-from harness.numfmt import fmt_bytes, fmt_duration, fmt_value
+from harness.numfmt import fmt_bytes, fmt_duration, fmt_value, plural
 from harness.parsers import fio as fio_parser
 from harness.parsers.base import last_line as _last
 from harness.platform import blockdev
@@ -169,19 +170,109 @@ def budget_s(params: FioParams) -> float:
     return SLACK_S + sum(j.runtime + (j.ramp_time or 0) + PER_JOB_SLACK_S for j in params.jobs)
 
 
-def estimate_s(params: FioParams) -> float:
-    """Likely wall time for the progress display: runtimes plus about a second per job.
+# What fio spends besides the jobs' runtimes, as measured on this project's machine (a VM's virtio
+# disk, ext4 mounted with `discard`, fio 3.33; benchmarks/bench_estimates.py): defaults for this
+# kind of disk, named in the dry run as assumed.
+START_S = 0.3  # fio's own start-up and exit
+PER_JOB_S = 0.4  # each job's start and teardown
+LAYOUT_BPS = 200e6  # a job that reads a fresh file has fio write it whole first, buffered ...
+LAYOUT_WRITE_S = 22e-6  # ... in the job's block size: 256 MiB laid out in 4k writes took 2.8 s, in 1M 1.4 s
+RANDWRITE_IOPS = 10_000  # assumed random-write rate: how much of a fresh file a randwrite job writes
+RANDWRITE_BPS = 300e6  # ... capped by this bandwidth for large blocks
+FREE_S_PER_RUN = 0.1e-3  # a file written at random is freed a written stretch at a time: about 0.1 ms
+# on an idle disk, 1-4 ms while another tenant's I/O queues with the discards (removal then dominates)
+READING = frozenset({"read", "randread", "rw", "readwrite", "randrw"})
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The parts of fio's likely wall time: the jobs themselves, laying out the files that reading
+    jobs need, and removing files written at random (a fallocated file written in scattered
+    blocks is freed stretch by stretch, slowly on a `discard` mount)."""
+
+    jobs_s: float
+    start_s: float
+    layout_bytes: int = 0
+    layout_s: float = 0.0
+    scattered_files: int = 0
+    removal_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        return self.jobs_s + self.start_s + self.layout_s + self.removal_s
+
+    def text(self) -> str:
+        """'about 45 s: 18 s of jobs, 4.1 s laying out 512 MiB, 23 s removing 1 file written at
+        random (assumed rates ...)' for the dry run."""
+        parts = [f"{fmt_duration(self.jobs_s + self.start_s)} of jobs"]
+        assumed = []
+        if self.layout_bytes:
+            parts.append(f"{fmt_duration(self.layout_s)} laying out {fmt_bytes(self.layout_bytes)}")
+            assumed.append(f"layout {fmt_value(LAYOUT_BPS / 1e9, GBPS)}")
+        if self.scattered_files:
+            parts.append(f"{fmt_duration(self.removal_s)} removing {plural(self.scattered_files, 'file')} "
+                         "written at random")
+            assumed.append(f"random writes {fmt_value(RANDWRITE_IOPS, IOPS)}")
+        why = f" (assumed for this kind of disk, idle: {', '.join(assumed)})" if assumed else ""
+        return f"about {self.total_s:.0f} s: {', '.join(parts)}{why}"
+
+
+def fresh_files(params: FioParams) -> bool:
+    """Whether fio works on files it creates (a directory target) rather than existing devices."""
+    if params.targets is not None:
+        return False
+    return params.target is None or not blockdev.is_block_device(params.target)
+
+
+def _clone_bytes(job: FioJob) -> int:
+    """Bytes of one clone's files in a directory."""
+    if job.filesize is not None:
+        return parse_size(job.filesize) * (job.nrfiles or 1)
+    return parse_size(job.size if job.size is not None else FILE_SIZE)
+
+
+def _scattered_runs(job: FioJob, clone_bytes: int) -> float:
+    """Expected written stretches in a fresh file a randwrite clone leaves: fio visits each block
+    once per pass (its random map), so a fraction f of the B blocks is written, in about
+    B f (1 - f) stretches; a file written whole (f = 1) is one stretch again."""
+    bs = parse_size(job.bs)
+    blocks = max(1, clone_bytes // bs)
+    rate = min(RANDWRITE_IOPS, RANDWRITE_BPS / bs) / job.numjobs
+    written = blocks if not job.time_based else (job.runtime + (job.ramp_time or 0)) * rate
+    f = min(1.0, written / blocks)
+    return blocks * f * (1 - f)
+
+
+def estimate(params: FioParams, *, files: bool) -> Estimate:
+    """Likely wall time of the jobs, one after another; `files`: in a fresh directory (layout and
+    removal count), else on devices (nothing is laid out or removed).
 
     A size-bound job (time_based false) is guessed at 1 GB/s, capped by its runtime.
     """
-    total = 0.0
+    jobs_s, layout_bytes, layout_s, scattered, removal_s = 0.0, 0, 0.0, 0, 0.0
     for j in params.jobs:
         run_s = float(j.runtime)
         if not j.time_based:
             size = parse_size(j.size if j.size is not None else FILE_SIZE) * j.numjobs
             run_s = min(run_s, size / 1e9)
-        total += run_s + (j.ramp_time or 0) + 1
-    return total
+        jobs_s += run_s + (j.ramp_time or 0) + PER_JOB_S
+        if not files:
+            continue
+        each = _clone_bytes(j)
+        if j.rw in READING:
+            layout_bytes += each * j.numjobs
+            layout_s += j.numjobs * (each / LAYOUT_BPS + each / parse_size(j.bs) * LAYOUT_WRITE_S)
+        elif j.rw == "randwrite":
+            runs = _scattered_runs(j, each)
+            if runs >= 1:
+                scattered += j.numjobs
+                removal_s += j.numjobs * runs * FREE_S_PER_RUN
+    return Estimate(jobs_s, START_S, layout_bytes, layout_s, scattered, removal_s)
+
+
+def estimate_s(params: FioParams) -> float:
+    """Likely wall time for the progress display and the dry run (estimate's total)."""
+    return estimate(params, files=fresh_files(params)).total_s
 
 
 def escape(path: str) -> str:
