@@ -4,7 +4,8 @@ acceptance run (and a drop past a rule's limit is flagged).
 
 The node: 8 fake H100s (NVML and the PCI bus, tests/support/nodelaunch.py), 8 NDR HCAs in a
 /sys/class/infiniband tree (tests/support/ibsysfs.py), stand-in tools on PATH printing real
-captures (tests/data/*/SOURCES.md): nvbandwidth (8 x H100, one capture per test), all_reduce_perf
+captures (tests/data/*/SOURCES.md): nvbandwidth (8 x H100, one capture per test, all from one
+node; gpu-bandwidth runs as shipped: H2D, D2H, D2D read and write), all_reduce_perf
 (8 x H100 nccl-tests), ib_write_bw (tests/support/fake_perftest.py, a real ib_write_bw report),
 nvidia-smi topo -m (an 8 x H100 HGX). fio, stress-ng, the inventory and the history store are real.
 
@@ -15,9 +16,6 @@ only what this machine forces changed, the same in both (so pairing is as shippe
   * gpu-burn and power-headroom's GPU load on the builtin burn's NumPy backend, one stand-in per
     fake GPU (tests/support/faultnode): there is no GPU and no real 8-GPU gpu_burn capture that
     passes; power-headroom's memory stress at 64 MiB (a shared test machine);
-  * gpu-bandwidth runs the three nvbandwidth tests that have a real 8 x H100 capture (D2H, D2D
-    read, D2D write): no real 8-GPU host_to_device_memcpy_ce capture exists, so gpu.h2d_bw is the
-    one rule with no value in either run, and the test holds that the drift section says why;
   * dcgm-diag is left out of the site's acceptance suite: no real dcgmi capture of 8 GPUs passes,
     and no drift rule reads it.
 The profile is the test's own (no floors of a real SKU: the stand-ins' captures come from
@@ -43,7 +41,8 @@ from pcisysfs import gpu_addresses, lines, write_tree
 DATA = ROOT / "tests" / "data"
 LAUNCH = ROOT / "tests" / "support" / "nodelaunch.py"
 BURN_SITE = ROOT / "tests" / "support" / "faultnode"
-NVB = {"device_to_host_memcpy_ce": "nvbandwidth_v0.10.0_8x_h100_device_to_host_memcpy_ce.txt",
+NVB = {"host_to_device_memcpy_ce": "nvbandwidth_v0.10.0_8x_h100_host_to_device_memcpy_ce.txt",
+       "device_to_host_memcpy_ce": "nvbandwidth_v0.10.0_8x_h100_device_to_host_memcpy_ce.txt",
        "device_to_device_memcpy_read_ce": "nvbandwidth_v0.10.0_8x_h100_d2d_memcpy_read_ce.txt",
        "device_to_device_memcpy_write_ce": "nvbandwidth_v0.10.0_8x_h100_d2d_memcpy_write_ce.txt"}
 NCCL = DATA / "nccl-tests" / "all_reduce_h100_2node_16rank_oci.txt"
@@ -63,7 +62,6 @@ SHORT: dict[str, dict[str, Any]] = {
     "power-headroom": {"duration": 3, "idle": 1, "cooldown": 1, "backend": "numpy", "dtype": "fp32",
                        "size": 48, "vm_workers": 1, "vm_bytes": "64m"},
     "rdma": {"duration_s": 1},
-    "gpu-bandwidth": {"tests": list(NVB)},
 }
 
 
@@ -106,9 +104,15 @@ def real_captures(into: Path) -> Path:
 
 
 def degrade(into: Path) -> Path:
-    """The real captures with two faults a quarter brought: GPU 3's D2H at half (a PCIe link
-    trained down to x8) and every HCA's ib_write_bw average at half (a cable at half rate)."""
+    """The real captures with three faults a quarter brought: GPU 3's D2H at half (a PCIe link
+    trained down to x8), GPU 6's H2D 10% down (a replaced riser) and every HCA's ib_write_bw
+    average at half (a cable at half rate)."""
     real_captures(into)
+    h2d = into / NVB["host_to_device_memcpy_ce"]
+    text = h2d.read_text()
+    row = re.search(r"^ 0 +(?:\S+ +){6}(55\.36)", text, re.M)
+    assert row, "the H2D capture's row changed"
+    h2d.write_text(text[:row.start(1)] + "49.82" + text[row.end(1):])
     d2h = into / NVB["device_to_host_memcpy_ce"]
     text = d2h.read_text()
     row = re.search(r"^ 0 +(?:\S+ +){3}(55\.18)", text, re.M)
@@ -192,19 +196,15 @@ def test_the_shipped_suites_judge_every_golive_rule(tmp_path: Path):
     drift = next(c for c in q["checks"] if c["kind"] == "drift")
     notes = drift["details"]["notes"]
     assert not [n for n in notes if "no go-live" in n or "measure something else" in n], notes
-    counts = {"gpu.d2h_bw": 8, "gpu.p2p_bw": 2 * 56, "gpu_burn.tflops": 8, "rdma.bw_avg": 8,
+    counts = {"gpu.h2d_bw": 8, "gpu.d2h_bw": 8, "gpu.p2p_bw": 2 * 56, "gpu_burn.tflops": 8, "rdma.bw_avg": 8,
               "nccl.busbw": 10, "fio.iops": 4, "fio.bw": 4}
     for rule in golive_rules():
         metric = rule["metric"]
-        if metric == "gpu.h2d_bw":  # measured in neither run (module docstring): the page says why
-            assert "gpu.h2d_bw: no such metric measured in this run" in notes, notes
-            assert "gpu.h2d_bw" not in judged
-            continue
         evals = judged.get(metric, [])
         assert len(evals) == counts[metric], (metric, len(evals), notes)
         for e in evals:
             assert "since go-live" in e["message"] and e["reference"] is not None, e
-    for metric in ("gpu.d2h_bw", "gpu.p2p_bw", "rdma.bw_avg", "nccl.busbw"):  # the same capture: no drop
+    for metric in ("gpu.h2d_bw", "gpu.d2h_bw", "gpu.p2p_bw", "rdma.bw_avg", "nccl.busbw"):  # same capture
         assert {e["outcome"] for e in judged[metric]} == {"pass"}, judged[metric]
     assert "since go-live" in q["_html"]
 
@@ -216,6 +216,10 @@ def test_a_drop_past_the_limit_since_go_live_is_flagged(tmp_path: Path):
     assert d2h["3"]["outcome"] == "warn" and "-50.0% since go-live" in d2h["3"]["message"], d2h["3"]
     assert d2h["3"]["reference"] == 55.18 and d2h["3"]["measured"] == 27.59
     assert {e["outcome"] for g, e in d2h.items() if g != "3"} == {"pass"}
+    h2d = {e["labels"]["gpu"]: e for e in judged["gpu.h2d_bw"]}
+    assert h2d["6"]["outcome"] == "warn" and "-10.0% since go-live" in h2d["6"]["message"], h2d["6"]
+    assert h2d["6"]["reference"] == 55.36 and h2d["6"]["measured"] == 49.82
+    assert {e["outcome"] for g, e in h2d.items() if g != "6"} == {"pass"}, h2d
     rdma = judged["rdma.bw_avg"]
     assert len(rdma) == 8 and {e["outcome"] for e in rdma} == {"warn"}, rdma
     assert {e["outcome"] for e in judged["nccl.busbw"] + judged["gpu.p2p_bw"]} == {"pass"}

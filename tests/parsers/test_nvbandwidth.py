@@ -69,6 +69,14 @@ EXPECTED: dict[str, dict] = {
                    ("gpu.d2h_bw", D2H, "gpu4", "cpu", None): 55.25,
                    ("gpu.bw_sum", D2H, None, None, None): 441.72},
     },
+    "nvbandwidth_v0.10.0_8x_h100_host_to_device_memcpy_ce.txt": {
+        "count": 9, "cells": {(H2D, None): 8}, "version": "v0.10.0", "driver": "595.71.05",
+        "tests": [H2D], "cov": {H2D: 0.0},
+        "values": {("gpu.h2d_bw", H2D, "cpu", "gpu0", None): 55.37,  # "->": row (cpu) to column
+                   ("gpu.h2d_bw", H2D, "cpu", "gpu7", None): 55.33,
+                   ("gpu.d2h_bw", H2D, "gpu7", "cpu", None): None,
+                   ("gpu.bw_sum", H2D, None, None, None): 442.87},
+    },
     "nvbandwidth_v0.8_1x_a100_sxm4_40gb_host_to_device_memcpy_sm_b512.txt": {
         "count": 2, "cells": {("host_to_device_memcpy_sm", None): 1}, "version": "v0.8",
         "devices": {"gpu0": "NVIDIA A100-SXM4-40GB (00000000:99:00)"},
