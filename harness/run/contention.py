@@ -9,10 +9,10 @@ other processes on the GPUs. Before the check it waits,
 bounded (`contention.timeout`, like the settle gate), while the node is contended; still contended,
 the check is ERRORED "contended: ..." and does not run. During the check it samples every
 WINDOW_S (other GPU processes too); a measurement contended for at least DURING_SHARE of its
-windows, or sharing a GPU with another process in any window, is ERRORED with the evidence, its
-metrics kept but not judged as hardware. The evidence is in the check's
-details["contention"]. LIMITS is the one table of default thresholds, which a suite's (or a
-check's) `contention:` settings override (limits_of; the limits in force are recorded with the
+windows, or sharing a GPU with another process in any window, is ERRORED with the evidence of
+every kind of load seen (during()), its metrics kept but not judged as hardware. The evidence is
+in the check's details["contention"]. LIMITS is the one table of default thresholds, which a
+suite's (or a check's) `contention:` settings override (limits_of; the limits in force are recorded with the
 evidence); `resources` says which load matters
 to which kind of measurement. $HARNESS_CONTENTION=record records the load but refuses nothing
 (a shared lab machine whose competing load is accepted; the test suite), `off` reads nothing.
@@ -26,7 +26,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -340,17 +340,8 @@ class Watch:
 
     @property
     def contended(self) -> str:
-        """What contended the measurement for at least DURING_SHARE of its windows ("" for nothing)."""
-        hit = [f for f in self.found if f]
-        gpu = [i for i, w in enumerate(self.windows) if w.get("gpu_processes")]
-        if gpu:  # another process on the GPUs shares them with the measurement, however briefly
-            seen = "; ".join(self.windows[gpu[0]]["gpu_processes"][:4])
-            return (f"gpu: other processes on the GPUs in {len(gpu)} of {len(self.windows)} windows, "
-                    f"first in window {gpu[0] + 1}: {seen}")
-        if not self.windows or len(hit) < DURING_SHARE * len(self.windows):
-            return ""
-        worst: list[str] = sorted(hit, key=len)[-1]
-        return f"{len(hit)} of {len(self.windows)} s: " + "; ".join(worst)
+        """What contended the measurement ("" for nothing): see during()."""
+        return during(self.windows, self.found)
 
     def details(self) -> dict[str, Any]:
         if not self.wanted:
@@ -358,8 +349,66 @@ class Watch:
         worst = {k: max(w.get(k, 0) for w in self.windows) for k in
                  ("runnable_per_cpu", "steal", "psi_memory_some", "foreign_io_bps")} if self.windows else {}
         out = {"windows": len(self.windows), "contended_windows": sum(1 for f in self.found if f),
-               "worst": worst, "contended": self.contended}
+               "worst": worst, "contended": self.contended, "kinds": kinds_seen(self.found)}
         gpu = [w["gpu_processes"] for w in self.windows if w.get("gpu_processes")]
         if gpu:
             out["gpu_processes"] = sorted({p for ps in gpu for p in ps})
         return out
+
+
+KINDS = ("cpu", "steal", "memory", "io")  # judge()'s reason prefixes, in its order; gpu apart
+EVIDENCE_CHARS = 240  # one kind's evidence in a message, at most
+# per kind, how bad a window was: the evidence shown is that of its worst window
+SEVERITY: Mapping[str, Callable[[Mapping[str, Any]], float]] = {
+    "cpu": lambda w: max(w.get("runnable_per_cpu", 0) / max(LIMITS.runnable_per_cpu, 1e-9),
+                         w.get("psi_cpu_some", 0)),
+    "steal": lambda w: w.get("steal", 0),
+    "memory": lambda w: max(w.get("psi_memory_some", 0), 1 - w.get("mem_available", 1.0)),
+    "io": lambda w: w.get("foreign_io_bps", 0),
+}
+
+
+def _kind(reason: str) -> str:
+    return reason.split(":", 1)[0]
+
+
+def kinds_seen(found: Sequence[Sequence[str]]) -> dict[str, int]:
+    """Kind of contention (cpu, steal, memory, io, gpu) -> in how many windows it was seen."""
+    out: dict[str, int] = {}
+    for why in found:
+        for kind in dict.fromkeys(_kind(w) for w in why):
+            out[kind] = out.get(kind, 0) + 1
+    return out
+
+
+def _clip(text: str, limit: int = EVIDENCE_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit - 3].rstrip() + "..."
+
+
+def during(windows: Sequence[Mapping[str, Any]], found: Sequence[Sequence[str]]) -> str:
+    """What contended a measurement, from its windows' loads and judge() reasons ("" for nothing).
+
+    Contended: another process on the GPUs in any window, or any competing load in at least
+    DURING_SHARE of the windows. The message names every kind seen in any window (gpu first, then
+    cpu, steal, memory, io), each with the windows it was seen in and the evidence of its worst
+    window; each kind's evidence is cut at EVIDENCE_CHARS, so the message stays bounded."""
+    n = len(windows)
+    gpu = [i for i, w in enumerate(windows) if w.get("gpu_processes")]
+    hit = [f for f in found if f]
+    if not n or (not gpu and len(hit) < DURING_SHARE * n):
+        return ""
+    parts = []
+    if gpu:  # another process on the GPUs shares them with the measurement, however briefly
+        seen = "; ".join(windows[gpu[0]]["gpu_processes"][:4])
+        parts.append(_clip(f"gpu: other processes on the GPUs in {len(gpu)} of {n} windows, "
+                           f"first in window {gpu[0] + 1}: {seen}"))
+    counts = kinds_seen(found)
+    for kind in [*KINDS, *sorted(set(counts) - {*KINDS, "gpu"})]:
+        if not counts.get(kind):
+            continue
+        rank = SEVERITY.get(kind, lambda _w: 0.0)
+        idx = [i for i, why in enumerate(found) if any(_kind(w) == kind for w in why)]
+        worst = max(idx, key=lambda i: rank(windows[i]) if i < n else 0.0)
+        evidence = "; ".join(w for w in found[worst] if _kind(w) == kind)
+        parts.append(f"{_clip(evidence)} (in {counts[kind]} of {n} s)")
+    return "; ".join(parts) if gpu else f"{len(hit)} of {n} s: " + "; ".join(parts)

@@ -31,6 +31,8 @@ checks:
       jobs:
         - {name: randread_4k, rw: randread, bs: 4k, iodepth: 8, size: 16M, runtime: 2}
 """
+CPU_REASON = re.compile(r"\bcpu: (\d+(\.\d+)? runnable tasks of other processes per CPU|tasks waited "
+                        r"for a CPU \d+% of the time)")
 PROFILE = ("name: lenient\nexpectations:\n"
            "  - {metric: fio.iops, labels: {job: randread_4k, rw: read}, min: 1, unit: IOPS}\n")
 
@@ -70,17 +72,24 @@ def test_stress_ng_on_every_cpu_makes_fio_errored_contended_not_rejected(tmp_pat
     competing.append(subprocess.Popen(["stress-ng", "--cpu", str(n), "-t", "30", "-q"]))
     time.sleep(1.5)
     r, doc, run_dir = run_busy(tmp_path)
-    assert r.returncode == 3, r.stdout + r.stderr  # ERRORED: the environment, not the disk
     c = fio_check(doc)
-    # refused before it ran (waited the 2 s first) or, when a window read quiet, during it
+    # ERRORED: the environment, not the disk
+    assert r.returncode == 3, (r.stdout + r.stderr, c["details"].get("contention"))
+    # refused before it ran (waited the 2 s first) or, when a window read quiet, during it; the CPU
+    # load is named whatever else (another process's fio on the disk) contended too
     msg = c["message"]
-    assert c["status"] == "errored" and msg.startswith(("contended: cpu: ", "contended during the "
-                                                        "measurement: ")) and "cpu: " in msg, msg
+    assert c["status"] == "errored" and msg.startswith(("contended: ", "contended during the "
+                                                        "measurement: ")), msg
+    assert CPU_REASON.search(msg), msg
     assert not c["evaluations"]  # nothing judged as hardware
     ev = c["details"]["contention"]
     during = ev.get("during", {}).get("worst", {})
     seen = max(ev["before"]["runnable_per_cpu"], during.get("runnable_per_cpu", 0))
-    assert seen >= cn.LIMITS.runnable_per_cpu and ev["timeout_s"] == 2
+    assert ev["timeout_s"] == 2
+    if "runnable tasks" in msg:  # the evidence behind the CPU reason the message gives
+        assert seen >= cn.LIMITS.runnable_per_cpu, (msg, ev)
+    else:  # tasks waited for a CPU (PSI, judged before the check only)
+        assert ev["before"]["psi_cpu_some"] >= cn.LIMITS.cpu_some, (msg, ev)
     if msg.startswith("contended: "):
         assert ev["waited_s"] >= 1 and ev["contended"]
         if "runnable" in msg:  # who competes is named (stress-ng, and on a shared machine others too)
@@ -242,6 +251,34 @@ def test_watch_finds_foreign_io_during_the_measurement(tmp_path):
     time.sleep(0.2)
     quiet.stop()
     assert quiet.refuses == ""
+
+
+def test_the_during_message_names_every_kind_of_load_seen(tmp_path):
+    """CPU load in two windows, another fio's I/O and memory pressure together in the third: the
+    message names all three, each with the evidence of its worst window, and stays bounded."""
+    Tree(tmp_path)
+    watch = cn.Gate(ProcFs(tmp_path), gpus=lambda: [], mode="gate").watch(resolved())
+    watch.stop()  # the samples below stand for the windows the sampler would have read
+    cpu = {"runnable_per_cpu": 8.0, "foreign_io_bps": 0, "own_io_bps": 1e8}
+    both = {"runnable_per_cpu": 0.5, "foreign_io_bps": 2e8, "own_io_bps": 1e8, "psi_memory_some": 0.4}
+    for load in ({**cpu, "runnable_per_cpu": 6.0}, cpu, both):
+        watch.windows.append(load)
+        watch.found.append(cn.judge(load, cn.resources(resolved()), before=False))
+    assert [len(f) for f in watch.found] == [1, 1, 2]
+    msg = watch.refuses
+    assert msg.startswith("3 of 3 s: cpu: 8 runnable tasks of other processes per CPU (limit 3) "
+                          "(in 2 of 3 s); "), msg
+    assert "io: other processes moved 200 MB/s" in msg and "(in 1 of 3 s)" in msg, msg
+    assert "memory: tasks stalled on memory 40% of the time (PSI)" in msg, msg
+    assert watch.details()["kinds"] == {"cpu": 2, "io": 1, "memory": 1}
+    # GPU sharing comes first, the other kinds still named; a long list is cut, not dropped
+    watch.windows[0] = {**watch.windows[0], "gpu_processes": [f"GPU {g}: pid {900 + g} (1.0 GiB)"
+                                                              for g in range(8)]}
+    watch.found[2] = [*watch.found[2], "memory: " + "x" * 2000]
+    msg = watch.refuses
+    assert msg.startswith("gpu: other processes on the GPUs in 1 of 3 windows, first in window 1: "), msg
+    assert CPU_REASON.search(msg) and "io: other processes moved" in msg and "memory: " in msg, msg
+    assert len(msg) < 5 * cn.EVIDENCE_CHARS, len(msg)
 
 
 def test_off_reads_nothing_and_a_check_can_opt_out(tmp_path):
