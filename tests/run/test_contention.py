@@ -63,6 +63,12 @@ def fio_check(doc: dict) -> dict:
     return next(c for c in doc["checks"] if c["id"] == "fio")
 
 
+def loaded(per_cpu: float) -> bool:
+    """Whether the node has at least `per_cpu` runnable tasks per CPU now."""
+    cpu = ProcFs().stat()
+    return cpu is not None and cpu.running >= per_cpu * cpu.ncpu
+
+
 @pytest.mark.slow
 def test_stress_ng_on_every_cpu_makes_fio_errored_contended_not_rejected(tmp_path, competing,
                                                                           contention_gate):
@@ -71,6 +77,9 @@ def test_stress_ng_on_every_cpu_makes_fio_errored_contended_not_rejected(tmp_pat
     n = 8 * (os.cpu_count() or 1)  # far more runnable tasks than CPUs
     competing.append(subprocess.Popen(["stress-ng", "--cpu", str(n), "-t", "30", "-q"]))
     time.sleep(1.5)
+    deadline = time.monotonic() + 15  # on a machine whose disk others load, its workers start late
+    while time.monotonic() < deadline and not loaded(2 * cn.LIMITS.runnable_per_cpu):
+        time.sleep(0.2)
     r, doc, run_dir = run_busy(tmp_path)
     c = fio_check(doc)
     # ERRORED: the environment, not the disk
