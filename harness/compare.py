@@ -1,7 +1,7 @@
 """The judge: every rule and every finding against a check's metrics, in one pure function.
 
 `judge(rules, metrics, findings)` is the only place verdicts are made; the runner calls it once
-per check with the profile's and the suite's rules, the kind's own rules (`CheckKind.own_rules`,
+per check with the profile's and the suite's rules, the kind's own rules (`KindHooks.own_rules`,
 the telemetry's) and the kind's findings (model.Finding), and takes the status from its result.
 It never touches the machine.
 
@@ -36,7 +36,7 @@ class Rule:
     source: str
 
 
-# A kind's own rule (CheckKind.own_rules): fixed bounds, or bounds from the median of siblings.
+# A kind's own rule (KindHooks.own_rules): fixed bounds, or bounds from the median of siblings.
 OwnRule = Union[Rule, siblings.SiblingRule]
 
 

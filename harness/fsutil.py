@@ -127,8 +127,14 @@ def untrusted(path: Path) -> str:
     """Why `path` is not to be trusted, '' when it is: the file (or directory), after symlinks,
     and every directory above it must be owned by root or this user and writable by no one else;
     an ancestor writable by others is accepted only with the sticky bit (as /tmp: no one else
-    may replace what this user or root made in it). Use the file at its resolved path (resolve)."""
+    may replace what this user or root made in it). Every symlink on the way there must be root's
+    or this user's too: another user's link (her `reports` -> a directory of root's, in a shared
+    directory) would choose where root reads or writes, and could be turned elsewhere after the
+    check. Use the file at its resolved path (resolve)."""
     me = os.geteuid()
+    why = _foreign_link(path, me)
+    if why:
+        return why
     real = Path(os.path.realpath(path))
     for i, p in enumerate((real, *real.parents)):
         try:
@@ -139,6 +145,45 @@ def untrusted(path: Path) -> str:
             return f"{p} is owned by {_owner(st.st_uid)}, not by root or {_owner(me)}"
         if st.st_mode & 0o022 and not (i and stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
             return f"{p} is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    return ""
+
+
+MAX_LINKS = 40  # symlinks followed on one path at most (as the kernel's ELOOP limit)
+
+
+def _foreign_link(path: Path, me: int) -> str:
+    """Why a symlink met on the way to `path` is not to be followed ('' when none is another
+    user's): each component is looked at as the kernel walks it, link targets included."""
+    cur = Path("/")
+    todo = list(Path(os.path.abspath(path)).parts[1:])
+    hops = 0
+    while todo:
+        part = todo.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            cur = cur.parent
+            continue
+        nxt = cur / part
+        try:
+            st = os.lstat(nxt)
+        except OSError:
+            return ""  # what is missing is the caller's to find (realpath below)
+        if not stat.S_ISLNK(st.st_mode):
+            cur = nxt
+            continue
+        if st.st_uid not in (0, me):
+            return f"{nxt} is a symlink owned by {_owner(st.st_uid)}, not by root or {_owner(me)}"
+        hops += 1
+        if hops > MAX_LINKS:
+            return f"{path}: more than {MAX_LINKS} symlinks on the way"
+        try:
+            target = Path(os.readlink(nxt))
+        except OSError as e:
+            return f"{nxt}: cannot inspect: {why_not(e)}"
+        if target.is_absolute():
+            cur = Path("/")
+        todo = [*target.parts[1 if target.is_absolute() else 0:], *todo]
     return ""
 
 
@@ -216,12 +261,12 @@ class TooLarge(OSError):
     """read_bounded met a file over its limit, or something that is not a regular file."""
 
 
-def read_bounded(path: Path, limit: int) -> bytes:
+def read_bounded(path: Path, limit: int, *, follow: bool = True) -> bytes:
     """The bytes of a regular file of at most `limit` bytes, never more held in memory: TooLarge
     (an OSError saying why) for a larger file, a FIFO, a device or a directory. Opened without
-    blocking (a FIFO with no writer would wait forever) and checked once open; other OSErrors
-    (missing, unreadable) pass through as they are."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    blocking (a FIFO with no writer would wait forever) and checked once open; unless `follow`,
+    a symlink is not followed (OSError ELOOP). Other OSErrors (missing, unreadable) pass through."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

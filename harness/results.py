@@ -8,6 +8,7 @@ is one error line naming the file and the field (RecordError, exit 2), never a t
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -15,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Optional
 
-from typing_extensions import Required, TypedDict
+from typing_extensions import TypedDict
 
 from harness.errors import ConfigError, ConfigProblem, RecordError
 from harness.fsutil import TooLarge, atomic_write_json, read_bounded
@@ -23,11 +24,7 @@ from harness.model import (
     FORMAT_VERSION,
     VERDICTS,
     CheckResult,
-    Evaluation,
-    LeftOut,
     RunRecord,
-    Status,
-    ToolRun,
 )
 from harness.sections import STRICT as _STRICT
 from harness.sections import Details, Label, Scalar
@@ -54,7 +51,7 @@ class _Drive(TypedDict, total=False):
     size_bytes: Optional[int]
 
 
-class _Inventory(TypedDict, total=False):
+class Inventory(TypedDict, total=False):
     __pydantic_config__ = _STRICT  # type: ignore[misc]
     host: Mapping[str, Scalar]
     system: Mapping[str, Scalar]
@@ -119,7 +116,7 @@ class _Drifted(TypedDict, total=False):
     message: str
 
 
-class _History(TypedDict, total=False):
+class History(TypedDict, total=False):
     __pydantic_config__ = _STRICT  # type: ignore[misc]
     store: str
     node: _Node
@@ -129,54 +126,6 @@ class _History(TypedDict, total=False):
     events: list[_Change]
     drifted: list[_Drifted]
     trends: list[_Trend]
-
-
-# The record as the fleet reads it, in one compiled pass: RunRecord's fields and types, but a
-# metric is left a dict (no Metric object per value). tests/fleet/test_fleet_read.py holds them
-# to the dataclasses' fields.
-
-class MetricDoc(TypedDict, total=False):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    name: Required[str]
-    value: Required[float]
-    unit: Required[str]
-    labels: Mapping[str, Label]
-
-
-class CheckDoc(TypedDict, total=False):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    id: Required[str]
-    kind: Required[str]
-    status: Required[Status]
-    message: str
-    started: str
-    duration_s: float
-    metrics: list[MetricDoc]
-    evaluations: tuple[Evaluation, ...]
-    problems: tuple[str, ...]
-    tool_runs: tuple[ToolRun, ...]
-    details: Mapping[str, Any]
-    expected_by: str
-
-
-class RunDoc(TypedDict, total=False):
-    __pydantic_config__ = _STRICT  # type: ignore[misc]
-    run_id: Required[str]
-    host: Required[str]
-    suite: Required[Mapping[str, Any]]
-    profile: Required[Mapping[str, Any]]
-    started: Required[str]
-    finished: Required[str]
-    duration_s: Required[float]
-    inventory: Required[Mapping[str, Any]]
-    checks: Required[list[CheckDoc]]
-    harness_version: Required[str]
-    argv: tuple[str, ...]
-    interrupted: bool
-    format_version: Required[int]  # required here, as `validate` requires it
-    history: Mapping[str, Any]
-    resumed: tuple[str, ...]
-    left_out: tuple[LeftOut, ...]
 
 
 def write(run_dir: Path, record: RunRecord, *, durable: bool = True) -> None:
@@ -189,16 +138,27 @@ def write_check(run_dir: Path, result: CheckResult) -> None:
     atomic_write_json(run_dir / "checks" / f"{result.id}.json", result.to_dict())
 
 
-MAX_BYTES = 256 * 1024 * 1024  # a results.json or check file larger than this is not read
+# The one rule every reader of a run file holds to (`report`, `export`, `history import`, `resume`,
+# the fleet): a regular file, not reached through a symlink (a run directory is anyone's to edit; its
+# files must not reveal the reading host's), of at most MAX_BYTES (a run of 476 metrics takes 80 kB).
+MAX_BYTES = 64 * 1024 * 1024
+
+
+def read_bytes(path: Path) -> bytes:
+    """A run file's bytes (results.json, checks/ID.json, a saved series) by the one rule: TooLarge
+    (an OSError saying why) for a larger file or one that is not regular, never more held in memory
+    (a 6 GB sparse file is refused by its size); OSError ELOOP for a symlink."""
+    return read_bounded(path, MAX_BYTES, follow=False)
 
 
 def _read(path: Path) -> Any:
-    """The JSON document of a run file, read at most MAX_BYTES (a 6 GB sparse file is refused by its
-    size, never held in memory)."""
-    return json.loads(read_bounded(path, MAX_BYTES).decode("utf-8"))
+    """The JSON document of a run file, read by the one rule (read_bytes)."""
+    return json.loads(read_bytes(path).decode("utf-8"))
 
 
 def _why(e: Exception) -> str:
+    if isinstance(e, OSError) and e.errno == errno.ELOOP:
+        return "a symlink: not followed (a run file is read only as a regular file)"
     return (e.strerror or "too large") if isinstance(e, TooLarge) else f"cannot read: {e}"
 
 
@@ -260,7 +220,7 @@ def load_validated(path: Path, schema: Any) -> Any:
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
         raise RecordError(path, "", _why(e)) from e
     try:
-        _section(schema).validate_python(data)
+        section(schema).validate_python(data)
     except ValidationError as e:
         problems = _problems(e, data, ())
         raise RecordError(path, *problems[0], more=len(problems) - 1) from None
@@ -300,7 +260,7 @@ def validate(data: Any) -> list[tuple[str, str]]:
     except ValidationError as e:
         return _problems(e, data, ())
     out: list[tuple[str, str]] = []
-    for name, adapter in (("inventory", _section(_Inventory)), ("history", _section(_History))):
+    for name, adapter in (("inventory", section(Inventory)), ("history", section(History))):
         try:
             adapter.validate_python(data.get(name) or {})
         except ValidationError as e:
@@ -310,33 +270,11 @@ def validate(data: Any) -> list[tuple[str, str]]:
     return out
 
 
-def from_json(raw: bytes) -> RunDoc | None:
-    """A results.json's bytes parsed and validated in one pass by pydantic-core (strict; the
-    sections too) into a RunDoc, or None when that pass refuses them or they spell NaN or
-    Infinity. Strict accepts nothing that `validate` and RunRecord.from_dict refuse, so None loses
-    nothing: the caller reads the file as `load` does, which names the field."""
-    from pydantic import ValidationError  # start-up: pydantic loads only to validate
-
-    if b"NaN" in raw or b"Infinity" in raw:
-        return None
-    try:
-        doc: RunDoc = _section(RunDoc).validate_json(raw, strict=True)
-        if doc["format_version"] != FORMAT_VERSION:
-            return None
-        _section(_Inventory).validate_python(doc["inventory"])
-        _section(_History).validate_python(doc.get("history") or {})
-        for check in doc["checks"]:
-            _section(Details).validate_python(check.get("details") or {})
-    except ValidationError:
-        return None
-    return doc
-
-
 def _sections_of_check(check: Any, where: tuple[str | int, ...]) -> list[tuple[str, str]]:
     from pydantic import ValidationError  # start-up: pydantic loads only to validate
 
     try:
-        _section(Details).validate_python(check.get("details") or {})
+        section(Details).validate_python(check.get("details") or {})
     except ValidationError as e:
         return _problems(e, check, (*where, "details"), skip=len(where))
     return []
@@ -375,7 +313,7 @@ def _has(node: Any, part: Any) -> bool:
 
 
 @cache
-def _section(typ: Any) -> Any:
+def section(typ: Any) -> Any:
     from pydantic import TypeAdapter  # start-up: pydantic loads only to validate
 
     return TypeAdapter(typ)
@@ -406,9 +344,9 @@ def json_schema() -> dict[str, Any]:
     props["verdict"] = {"enum": list(VERDICTS)}
     props["counts"] = {"type": "object", "additionalProperties": {"type": "integer"}}
     props["format_version"] = {"const": FORMAT_VERSION}
-    for name, typ in (("inventory", _Inventory), ("history", _History)):
-        props[name] = _section(typ).json_schema()
-    details = _section(Details).json_schema()
+    for name, typ in (("inventory", Inventory), ("history", History)):
+        props[name] = section(typ).json_schema()
+    details = section(Details).json_schema()
     defs = schema.setdefault("$defs", {})
     defs.update(details.pop("$defs", {}))
     for name in ("inventory", "history"):

@@ -124,6 +124,50 @@ class Settle(TypedDict, total=False):
     gpus: list[SettleGpu]
 
 
+# ---------------------------------------------------------------- contention (any kind, from the runner)
+
+class ContentionLoad(TypedDict, total=False):
+    """One reading of the competing load (harness/run/contention.py window()): shares 0-1, B/s."""
+
+    __pydantic_config__ = STRICT  # type: ignore[misc]
+    runnable_per_cpu: float
+    steal: float
+    psi_cpu_some: float
+    psi_io_some: float
+    psi_memory_some: float
+    own_io_bps: float
+    foreign_io_bps: float
+    mem_available: float
+    disks: list[str]
+    processes: list[str]  # other processes with runnable threads, most first
+    gpu_processes: list[str]  # 'GPU n: pid p (x GiB)'
+
+
+class ContentionDuring(TypedDict, total=False):
+    """The windows sampled while the check measured, the worst of each load, what contended."""
+
+    __pydantic_config__ = STRICT  # type: ignore[misc]
+    windows: int
+    contended_windows: int
+    worst: Mapping[str, float]
+    contended: str
+    gpu_processes: list[str]
+
+
+class Contention(TypedDict, total=False):
+    """`contention`: the competing load before the check (waited for, bounded) and during it,
+    and the thresholds it was judged against."""
+
+    __pydantic_config__ = STRICT  # type: ignore[misc]
+    before: ContentionLoad
+    waited_s: float
+    timeout_s: float
+    limits: Mapping[str, float]
+    contended: list[str]  # what contended before the check, in words
+    gated: bool  # False: recorded only ($HARNESS_CONTENTION=record)
+    during: ContentionDuring
+
+
 # ---------------------------------------------------------------- nvme_health
 
 class Controller(TypedDict, total=False):
@@ -169,6 +213,7 @@ class Details(TypedDict, total=False):
     notes: list[str]
     telemetry: Telemetry
     settle: Settle
+    contention: Contention
     controllers: list[Controller]
     primary: str
     findings: list[ObserveFinding]

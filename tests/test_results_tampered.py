@@ -83,6 +83,10 @@ def test_the_sample_with_a_history_snapshot_is_valid(tmp_path: Path):
     (("checks", 0, "details"), {"notes": "one"}, "checks.0.details.notes", "valid list"),
     (("checks", 0, "details"), {"controllers": [{"name": "nvme0", "serial": 5}]},
      "checks.0.details.controllers.0.serial", "valid string"),
+    (("checks", 0, "details"), {"contention": {"before": {"steal": "high"}}},
+     "checks.0.details.contention.before.steal", "valid number"),
+    (("checks", 0, "details"), {"contention": {"during": {"gpu_processes": "GPU 2: pid 4242"}}},
+     "checks.0.details.contention.during.gpu_processes", "valid list"),
 ])
 def test_a_bad_value_is_one_line_naming_file_and_field(tmp_path: Path, where: tuple, value: Any,
                                                         field: str, why: str):
@@ -145,7 +149,7 @@ def test_the_schema_describes_the_sections():
     assert props["history"]["properties"]["trends"]["type"] == "array"
     assert props["inventory"]["properties"]["gpus"]["type"] == "array"
     details = schema["$defs"]["CheckResult"]["properties"]["details"]
-    assert set(details["properties"]) >= {"audit", "psus", "telemetry", "power", "controllers"}
+    assert set(details["properties"]) >= {"audit", "psus", "telemetry", "power", "controllers", "contention"}
 
 
 @pytest.mark.parametrize("field", ["reference", "measured", "low", "high"])

@@ -8,7 +8,7 @@ run tools and returns a CheckOutput. A check never renders and never judges:
   no final verdict); any problem makes the check ERRORED and nothing is judged;
 - metrics: what was measured, each with a unit and labels;
 - rules: what the metrics must meet beyond the profile's and suite's expectations is declared,
-  not applied: `CheckKind.own_rules(params)` gives compare.Rule / siblings.SiblingRule objects
+  not applied: `KindHooks.own_rules(params)` gives compare.Rule / siblings.SiblingRule objects
   (a `max_error_delta`, a sibling tolerance), and --dry-run lists the same list;
 - findings: a verdict no rule can state (a FAULTY GPU in the tool's own words, a lost GPU, a PSU
   that dropped out under load, a config fact that differs) is a model.Finding in `findings`.
@@ -151,16 +151,27 @@ class Need:
 
 
 @dataclass(frozen=True)
-class CheckKind:
-    """A check kind, as listed in the registry."""
+class KindHooks:
+    """What a kind may add to its run and plan, each with a default: the facts the runner,
+    --dry-run and `harness list --tools` read, and the hooks they call."""
 
-    name: str
-    description: str
-    params: type[Params]
-    metrics: Mapping[str, MetricSpec]
-    run: Callable[[Any, CheckContext], CheckOutput]
-    plan: Callable[[Any, Mapping[str, Any]], Sequence[PlannedCommand]]
     needs: frozenset[str] = frozenset()
+    # The tools and Python packages the kind runs or imports, with install hints (`harness list --tools`).
+    requires: tuple[Need, ...] = ()
+    # The sections of its details the kind writes (harness/sections.py names and types them; the
+    # report draws them through report/views.py, by section, never by kind).
+    sections: frozenset[str] = frozenset()
+    # Whether the kind puts load on the node (burn, fio, traffic): a run with such a check takes
+    # the node's run lock exclusively; read-only kinds (audit, inventory, health reads) share it.
+    # A callable decides from the params (`command` takes `loads_node: false`).
+    loads_node: bool | Callable[[Any], bool] = True
+    # A kind that measures (bandwidth, a burn): the runner waits, bounded, until the GPUs are idle
+    # and near their idle temperature before it starts (harness/run/settle.py).
+    settle: bool = False
+    # A kind whose number rides on each GPU's PCIe link (host copies, collectives): the telemetry
+    # sampled while it measures judges the link (trained down while busy: FAILED, reported once,
+    # harness.series.telemetry.findings), as under a burn (whose TelemetryParams turn it on).
+    judges_pcie_link: bool = False
     # For kinds whose metric names come from params (e.g. `command`): name -> unit.
     declared_metrics: Callable[[Any], Mapping[str, MetricSpec]] | None = None
     # Expected duration in seconds for the progress display, when the kind can tell.
@@ -174,40 +185,68 @@ class CheckKind:
     # The verdicts built into the kind (FAULTY GPUs, a failed DCGM test), as one line each for
     # --dry-run, given the params and the profile's hardware block.
     verdicts: Callable[[Any, Mapping[str, Any]], Sequence[str]] | None = None
-    # Whether the kind puts load on the node (burn, fio, traffic): a run with such a check takes
-    # the node's run lock exclusively; read-only kinds (audit, inventory, health reads) share it.
-    # A callable decides from the params (`command` takes `loads_node: false`).
-    loads_node: bool | Callable[[Any], bool] = True
-
-    def loads(self, params: Any) -> bool:
-        """True when a check of this kind with these params loads the node."""
-        return self.loads_node(params) if callable(self.loads_node) else self.loads_node
-
-    # A kind that measures (bandwidth, a burn): the runner waits, bounded, until the GPUs are idle
-    # and near their idle temperature before it starts (harness/run/settle.py).
-    settle: bool = False
-
-    # The tools and Python packages the kind runs or imports, with install hints (`harness list --tools`).
-    requires: tuple[Need, ...] = ()
-
-    # The sections of its details the kind writes (harness/sections.py names and types them; the
-    # report draws them through report/views.py, by section, never by kind).
-    sections: frozenset[str] = frozenset()
     # The rules the kind judges itself from the profile's `config:` block (config_audit), as
     # --dry-run lines, given the params, the profile's name and those rules.
     config_plan: Callable[[Any, str, Sequence[Any]], Sequence[str]] | None = None
 
+
+@dataclass(frozen=True)
+class CheckKind:
+    """A check kind, as listed in the registry: what it is, its params and metrics, how it runs and
+    plans, and its hooks (KindHooks)."""
+
+    name: str
+    description: str
+    params: type[Params]
+    metrics: Mapping[str, MetricSpec]
+    run: Callable[[Any, CheckContext], CheckOutput]
+    plan: Callable[[Any, Mapping[str, Any]], Sequence[PlannedCommand]]
+    hooks: KindHooks = KindHooks()
+
+    @property
+    def needs(self) -> frozenset[str]:
+        return self.hooks.needs
+
+    @property
+    def requires(self) -> tuple[Need, ...]:
+        return self.hooks.requires
+
+    @property
+    def sections(self) -> frozenset[str]:
+        return self.hooks.sections
+
+    @property
+    def settle(self) -> bool:
+        return self.hooks.settle
+
+    @property
+    def judges_pcie_link(self) -> bool:
+        return self.hooks.judges_pcie_link
+
+    @property
+    def declares_metrics(self) -> bool:
+        """Whether the kind's metric names come from its params (`command`)."""
+        return self.hooks.declared_metrics is not None
+
+    def loads(self, params: Any) -> bool:
+        """True when a check of this kind with these params loads the node."""
+        loads = self.hooks.loads_node
+        return loads(params) if callable(loads) else loads
+
     def with_profile(self, params: Any, hardware: Mapping[str, Any]) -> Any:
         """`params` completed from the profile (unchanged when the kind takes nothing from it)."""
-        return self.profile_defaults(params, hardware) if self.profile_defaults is not None else params
+        fill = self.hooks.profile_defaults
+        return fill(params, hardware) if fill is not None else params
 
     def rules_of(self, params: Any) -> Sequence[OwnRule]:
         """The kind's own rules for these params (none when it has no own_rules)."""
-        return self.own_rules(params) if self.own_rules is not None else ()
+        own = self.hooks.own_rules
+        return own(params) if own is not None else ()
 
     def metric_specs(self, params: Any) -> Mapping[str, MetricSpec]:
-        if self.declared_metrics is not None:
-            return {**self.metrics, **self.declared_metrics(params)}
+        declared = self.hooks.declared_metrics
+        if declared is not None:
+            return {**self.metrics, **declared(params)}
         return self.metrics
 
     def __repr__(self) -> str:

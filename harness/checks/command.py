@@ -9,7 +9,15 @@ from typing import Any, Literal, Optional
 from pydantic import Field, field_validator, model_validator
 
 from harness import catalog
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, Params, PlannedCommand
+from harness.checks.base import (
+    CheckContext,
+    CheckKind,
+    CheckOutput,
+    KindHooks,
+    MetricSpec,
+    Params,
+    PlannedCommand,
+)
 from harness.model import Metric
 from harness.numfmt import fmt_value
 from harness.parsers import extract
@@ -153,6 +161,8 @@ KIND = CheckKind(
     metrics=catalog.subset(["command.duration"]),
     run=run,
     plan=plan,
-    declared_metrics=declared,
-    loads_node=lambda p: p.loads_node,
+    hooks=KindHooks(
+        declared_metrics=declared,
+        loads_node=lambda p: p.loads_node,
+    ),
 )

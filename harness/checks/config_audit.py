@@ -17,7 +17,7 @@ from pydantic import Field
 from harness import catalog, sections
 from harness.audit.judge import FactOutcome, judge
 from harness.checks import needs
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, Need, Params, PlannedCommand
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, KindHooks, Need, Params, PlannedCommand
 from harness.config.factrule import FactRule, plan_lines
 from harness.errors import ToolTimeout
 from harness.facts import FACTS, Fact
@@ -111,11 +111,13 @@ KIND = CheckKind(
     metrics=catalog.subset(METRIC_FACTS),
     run=run,
     plan=plan,
-    estimate_s=lambda _p: 3.0,
-    loads_node=False,
-    sections=frozenset({"audit"}),
-    config_plan=lambda p, profile, rules: plan_lines(profile, list(rules), p.rules),
-    requires=(needs.nvidia_smi("GPU and driver facts"),
-              Need("ofed_info", "MLNX_OFED / DOCA-OFED", use="OFED version", version_args=("-s",)),
-              needs.tool("ibv_devinfo", use="HCA firmware")),
+    hooks=KindHooks(
+        estimate_s=lambda _p: 3.0,
+        loads_node=False,
+        sections=frozenset({"audit"}),
+        config_plan=lambda p, profile, rules: plan_lines(profile, list(rules), p.rules),
+        requires=(needs.nvidia_smi("GPU and driver facts"),
+                  Need("ofed_info", "MLNX_OFED / DOCA-OFED", use="OFED version", version_args=("-s",)),
+                  needs.tool("ibv_devinfo", use="HCA firmware")),
+    ),
 )

@@ -29,7 +29,7 @@ from pydantic import Field, field_validator, model_validator
 from harness import catalog
 from harness.checks import data_path_feed as feed
 from harness.checks import needs
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, KindHooks, Params, PlannedCommand
 from harness.errors import ToolError, ToolTimeout
 from harness.model import Metric
 from harness.platform import scratch, storage
@@ -321,9 +321,11 @@ KIND = CheckKind(
                             "data_path.required_bw", "data_path.feed_ratio"]),
     run=run,
     plan=plan,
-    estimate_s=estimate_s,
-    loads_node=True,
-    requires=(needs.torch("GPU copies (host memory only without)"),
-              needs.cupy("GPU copies (host memory only without)")),
+    hooks=KindHooks(
+        estimate_s=estimate_s,
+        loads_node=True,
+        requires=(needs.torch("GPU copies (host memory only without)"),
+                  needs.cupy("GPU copies (host memory only without)")),
+    ),
 )
 

@@ -25,7 +25,7 @@ from pydantic import Field, field_validator, model_validator
 
 from harness import catalog, siblings
 from harness.checks import gpu_identity, needs
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, Need, Params, PlannedCommand
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, KindHooks, Need, Params, PlannedCommand
 from harness.errors import ToolError
 from harness.model import Metric
 from harness.parsers import copylog, cudasamples
@@ -233,14 +233,17 @@ KIND = CheckKind(
     metrics=catalog.subset(["gpu.h2d_bw", "gpu.d2h_bw", "gpu.p2p_bw"]),
     run=run,
     plan=plan,
-    needs=frozenset({"gpu"}),
-    declared_metrics=declared,
-    own_rules=own_rules,
-    loads_node=True,
-    settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
-    requires=(Need("nvbandwidth", "build github.com/NVIDIA/nvbandwidth and put it on PATH",
-                   use="engine: nvbandwidth (default)", group="engine", version_args=("--help",)),
-              Need("bandwidthTest", "build github.com/NVIDIA/cuda-samples and put bandwidthTest on PATH",
-                   use="engine: bandwidthtest", group="engine", version_args=()),
-              needs.torch("engine: builtin", "engine"), needs.cupy("engine: builtin", "engine")),
+    hooks=KindHooks(
+        needs=frozenset({"gpu"}),
+        declared_metrics=declared,
+        own_rules=own_rules,
+        loads_node=True,
+        settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
+        judges_pcie_link=True,  # H2D/D2H ride on each GPU's PCIe link
+        requires=(Need("nvbandwidth", "build github.com/NVIDIA/nvbandwidth and put it on PATH",
+                       use="engine: nvbandwidth (default)", group="engine", version_args=("--help",)),
+                  Need("bandwidthTest", "build github.com/NVIDIA/cuda-samples and put bandwidthTest on PATH",
+                       use="engine: bandwidthtest", group="engine", version_args=()),
+                  needs.torch("engine: builtin", "engine"), needs.cupy("engine: builtin", "engine")),
+    ),
 )

@@ -37,7 +37,16 @@ from pydantic import Field, field_validator
 
 from harness import catalog, siblings
 from harness.checks import gpu_identity, needs
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, Need, Params, PlannedCommand
+from harness.checks.base import (
+    CheckContext,
+    CheckKind,
+    CheckOutput,
+    KindHooks,
+    MetricSpec,
+    Need,
+    Params,
+    PlannedCommand,
+)
 from harness.config.numbers import WholeSeconds
 from harness.engines import burn as burn_engine
 from harness.errors import ToolError, ToolMissing, ToolTimeout
@@ -406,17 +415,19 @@ KIND = CheckKind(
     metrics=catalog.subset(list(TELEMETRY)),
     run=run,
     plan=plan,
-    needs=frozenset({"gpu"}),
-    declared_metrics=declared,
-    estimate_s=estimate_s,
-    own_rules=own_rules,
-    verdicts=verdicts,
-    loads_node=True,
-    settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
-    requires=(Need("gpu_burn", "build github.com/wilicc/gpu-burn and put gpu_burn (and compare.fatbin, "
-                   "or compare.ptx from builds before 2026-05) on PATH",
-                   use="engine: gpu-burn (default)", group="engine", version_args=()),
-              needs.torch("engine: builtin", "engine"), needs.cupy("engine: builtin", "engine"),
-              Need("dcgmi", needs.DCGM_HINT, use="engine: dcgm",
-                   group="engine")),
+    hooks=KindHooks(
+        needs=frozenset({"gpu"}),
+        declared_metrics=declared,
+        estimate_s=estimate_s,
+        own_rules=own_rules,
+        verdicts=verdicts,
+        loads_node=True,
+        settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
+        requires=(Need("gpu_burn", "build github.com/wilicc/gpu-burn and put gpu_burn (and compare.fatbin, "
+                       "or compare.ptx from builds before 2026-05) on PATH",
+                       use="engine: gpu-burn (default)", group="engine", version_args=()),
+                  needs.torch("engine: builtin", "engine"), needs.cupy("engine: builtin", "engine"),
+                  Need("dcgmi", needs.DCGM_HINT, use="engine: dcgm",
+                       group="engine")),
+    ),
 )

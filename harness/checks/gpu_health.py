@@ -21,7 +21,7 @@ from pydantic import Field
 
 from harness import catalog
 from harness.checks import gpu_identity, gpu_links, needs
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, KindHooks, Params, PlannedCommand
 from harness.config.numbers import Hours
 from harness.errors import ToolError
 from harness.model import Finding, Metric, Outcome
@@ -345,11 +345,13 @@ KIND = CheckKind(
     metrics=catalog.subset(list(METRICS)),
     run=run,
     plan=plan,
-    needs=frozenset({"gpu"}),
-    estimate_s=lambda _p: 2.0,
-    profile_defaults=profile_defaults,
-    verdicts=verdicts,
-    loads_node=False,
-    requires=(needs.NVML, needs.tool("dmesg", use="xid_source: dmesg (default)"),
-              needs.tool("journalctl", use="xid_source: journal")),
+    hooks=KindHooks(
+        needs=frozenset({"gpu"}),
+        estimate_s=lambda _p: 2.0,
+        profile_defaults=profile_defaults,
+        verdicts=verdicts,
+        loads_node=False,
+        requires=(needs.NVML, needs.tool("dmesg", use="xid_source: dmesg (default)"),
+                  needs.tool("journalctl", use="xid_source: journal")),
+    ),
 )

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness.model import Finding, Metric, Outcome
-from harness.platform.nvml import FabricInfo, GpuHealth
+from harness.platform.nvlink import FabricInfo
+from harness.platform.nvml import GpuHealth
 from harness.units import COUNT
 
 SOURCE = "gpu_health"

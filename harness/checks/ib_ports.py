@@ -25,7 +25,7 @@ from pydantic import Field, field_validator
 from harness import catalog
 from harness.checks import counterwindow as cw
 from harness.checks import needs
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, PlannedCommand
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, KindHooks, PlannedCommand
 from harness.compare import Rule
 from harness.config.models import Expectation
 from harness.errors import HarnessError
@@ -243,8 +243,10 @@ KIND = CheckKind(
     metrics=catalog.subset(["ib.hca_count", "ib.port_active", "ib.rate", "ib.port_errors", "ib.error_delta"]),
     run=run,
     plan=plan,
-    estimate_s=lambda p: p.window,
-    own_rules=own_rules,
-    loads_node=False,
-    requires=(needs.tool("ibstat", use="CA facts in the details (ports are read from sysfs)"),),
+    hooks=KindHooks(
+        estimate_s=lambda p: p.window,
+        own_rules=own_rules,
+        loads_node=False,
+        requires=(needs.tool("ibstat", use="CA facts in the details (ports are read from sysfs)"),),
+    ),
 )

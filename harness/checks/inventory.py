@@ -12,7 +12,7 @@ from typing import Any
 
 from harness import catalog
 from harness.checks import needs
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, KindHooks, Params, PlannedCommand
 from harness.model import Finding, Metric, Outcome
 from harness.numfmt import fmt_bytes, plural
 from harness.units import BYTES, COUNT
@@ -124,6 +124,8 @@ KIND = CheckKind(
                             "host.block_devices", "host.nvme_count", "host.nics_up", "gpu.count"]),
     run=run,
     plan=plan,
-    loads_node=False,
-    requires=(needs.tool("lsblk"), needs.NVML),
+    hooks=KindHooks(
+        loads_node=False,
+        requires=(needs.tool("lsblk"), needs.NVML),
+    ),
 )

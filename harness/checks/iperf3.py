@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 
 from harness import catalog
 from harness.checks import needs
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, KindHooks, Params, PlannedCommand
 from harness.config.numbers import WholeSeconds
 from harness.errors import ToolError, ToolTimeout
 from harness.model import Metric, ToolRun
@@ -155,8 +155,10 @@ KIND = CheckKind(
     metrics=catalog.subset(["net.tcp_bw", "net.tcp_retransmits"]),
     run=run,
     plan=plan,
-    needs=frozenset(),
-    estimate_s=estimate_s,
-    loads_node=True,
-    requires=(needs.tool("iperf3"),),
+    hooks=KindHooks(
+        needs=frozenset(),
+        estimate_s=estimate_s,
+        loads_node=True,
+        requires=(needs.tool("iperf3"),),
+    ),
 )

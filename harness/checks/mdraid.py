@@ -14,7 +14,7 @@ from typing import Any, Optional
 from pydantic import Field
 
 from harness import catalog
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, KindHooks, Params, PlannedCommand
 from harness.errors import HarnessError, SkipCheck
 from harness.fsutil import atomic_write_text
 from harness.parsers import mdstat
@@ -71,5 +71,7 @@ KIND = CheckKind(
                             "md.disks_failed", "md.disks_spare", "md.sync_pct"]),
     run=run,
     plan=plan,
-    loads_node=False,
+    hooks=KindHooks(
+        loads_node=False,
+    ),
 )

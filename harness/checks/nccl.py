@@ -21,7 +21,7 @@ from pydantic import Field, field_validator
 
 from harness import catalog
 from harness.checks import gpu_identity, needs
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, Need, Params, PlannedCommand
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, KindHooks, Need, Params, PlannedCommand
 from harness.errors import ToolError
 from harness.model import Finding, Metric, Outcome
 from harness.parsers import nccl as nccl_parser
@@ -225,10 +225,12 @@ KIND = CheckKind(
                             "nccl.avg_busbw", "nccl.ranks"]),
     run=run,
     plan=plan,
-    needs=frozenset({"gpu"}),
-    loads_node=True,
-    settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
-    # the default op; every op runs its own <op>_perf from the same nccl-tests build
-    requires=(Need("all_reduce_perf", needs.NCCL_TESTS_HINT, version_args=()),
-              needs.tool("mpirun", use="launcher: mpirun")),
+    hooks=KindHooks(
+        needs=frozenset({"gpu"}),
+        loads_node=True,
+        settle=True,  # measures: starts on idle, cooled GPUs (run/settle)
+        judges_pcie_link=True,  # collectives leave the node (and cross NUMA) over each GPU's PCIe link
+        requires=(Need("all_reduce_perf", needs.NCCL_TESTS_HINT, version_args=()),
+                  needs.tool("mpirun", use="launcher: mpirun")),
+    ),
 )

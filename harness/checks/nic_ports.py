@@ -26,7 +26,7 @@ from pydantic import Field, field_validator
 from harness import catalog
 from harness.checks import counterwindow as cw
 from harness.checks import needs
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, PlannedCommand
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, KindHooks, PlannedCommand
 from harness.compare import Rule
 from harness.config.models import Expectation
 from harness.errors import HarnessError, SkipCheck
@@ -200,8 +200,10 @@ KIND = CheckKind(
     metrics=catalog.subset(["net.port_errors", "net.error_delta", "net.link_up", "net.link_speed"]),
     run=run,
     plan=plan,
-    estimate_s=lambda p: p.window,
-    own_rules=own_rules,
-    loads_node=False,
-    requires=(needs.tool("ethtool"),),
+    hooks=KindHooks(
+        estimate_s=lambda p: p.window,
+        own_rules=own_rules,
+        loads_node=False,
+        requires=(needs.tool("ethtool"),),
+    ),
 )

@@ -18,7 +18,7 @@ from pydantic import Field, field_validator
 
 from harness import catalog
 from harness.checks import needs
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, KindHooks, Params, PlannedCommand
 from harness.errors import HarnessError, SkipCheck, ToolError, ToolMissing, ToolTimeout
 from harness.model import Metric
 from harness.parsers import nvme as nvme_parser
@@ -182,9 +182,11 @@ KIND = CheckKind(
         "nvme.warning_temp_time", "nvme.critical_temp_time"]),
     run=run,
     plan=plan,
-    declared_metrics=lambda p: catalog.subset(["disk.smart_passed"]) if p.tool == "smartctl" else {},
-    loads_node=False,
-    sections=frozenset({"controllers"}),
-    requires=(needs.tool("nvme", use="tool: nvme (default)", group="tool"),
-              needs.tool("smartctl", use="tool: smartctl", group="tool")),
+    hooks=KindHooks(
+        declared_metrics=lambda p: catalog.subset(["disk.smart_passed"]) if p.tool == "smartctl" else {},
+        loads_node=False,
+        sections=frozenset({"controllers"}),
+        requires=(needs.tool("nvme", use="tool: nvme (default)", group="tool"),
+                  needs.tool("smartctl", use="tool: smartctl", group="tool")),
+    ),
 )

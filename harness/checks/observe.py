@@ -20,7 +20,16 @@ from typing import Any, Optional
 from pydantic import Field, field_validator, model_validator
 
 from harness.checks import needs
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, MetricSpec, Need, Params, PlannedCommand
+from harness.checks.base import (
+    CheckContext,
+    CheckKind,
+    CheckOutput,
+    KindHooks,
+    MetricSpec,
+    Need,
+    Params,
+    PlannedCommand,
+)
 from harness.checks.observer import Observer, watch
 from harness.config.models import Seconds
 from harness.errors import HarnessError
@@ -205,10 +214,11 @@ KIND = CheckKind(
     metrics=METRICS,
     run=run,
     plan=plan,
-    estimate_s=estimate,
-    profile_defaults=profile_defaults,
-    # it adds no load itself; the workload it starts (a `command`) does
-    loads_node=lambda params: bool(getattr(params, "command", None)),
-    sections=frozenset({"primary", "findings", "series"}),
-    requires=(Need("pynvml", needs.NVML.hint, python=True, use="GPU signals (none without)"),),
+    hooks=KindHooks(
+        estimate_s=estimate,
+        profile_defaults=profile_defaults,
+        loads_node=lambda params: bool(getattr(params, "command", None)),
+        sections=frozenset({"primary", "findings", "series"}),
+        requires=(Need("pynvml", needs.NVML.hint, python=True, use="GPU signals (none without)"),),
+    ),
 )

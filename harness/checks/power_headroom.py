@@ -32,7 +32,7 @@ from pydantic import Field
 
 from harness import catalog, sections
 from harness.checks import gpu_identity, needs
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, KindHooks, Params, PlannedCommand
 from harness.checks.loadgroup import InterruptWatch, LoadGroup
 from harness.config.bmc import BmcConfig
 from harness.config.numbers import Duration, WholeSeconds
@@ -431,10 +431,12 @@ KIND = CheckKind(
     metrics=catalog.subset([*OWN, *TELEMETRY]),
     run=run,
     plan=plan,
-    estimate_s=estimate_s,
-    loads_node=True,
-    sections=frozenset({"power", "psus", "notes"}),
-    requires=(needs.tool("stress-ng"), needs.torch("GPU load", "gpu load"),
-              needs.cupy("GPU load", "gpu load"), needs.tool("fio", use="fio_dirs"),
-              needs.tool("ipmitool", use="bmc kind: ipmi", version_args=("-V",))),
+    hooks=KindHooks(
+        estimate_s=estimate_s,
+        loads_node=True,
+        sections=frozenset({"power", "psus", "notes"}),
+        requires=(needs.tool("stress-ng"), needs.torch("GPU load", "gpu load"),
+                  needs.cupy("GPU load", "gpu load"), needs.tool("fio", use="fio_dirs"),
+                  needs.tool("ipmitool", use="bmc kind: ipmi", version_args=("-V",))),
+    ),
 )

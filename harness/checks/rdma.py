@@ -22,7 +22,7 @@ from pydantic import Field, field_validator, model_validator
 
 from harness import catalog, siblings
 from harness.checks import ib_ports, needs
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, Need, Params, PlannedCommand
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, KindHooks, Need, Params, PlannedCommand
 from harness.config.numbers import WholeSeconds
 from harness.errors import ToolError, ToolTimeout
 from harness.model import Metric, ToolRun
@@ -258,8 +258,9 @@ KIND = CheckKind(
                             *(f"rdma.lat_{s}" for s in perftest.LAT_STATS.values())]),
     run=run,
     plan=plan,
-    own_rules=own_rules,
-    loads_node=True,
-    # the default test; perftest ships every ib_*_bw/_lat the `test` param may name
-    requires=(Need("ib_write_bw", needs.PERFTEST_HINT),),
+    hooks=KindHooks(
+        own_rules=own_rules,
+        loads_node=True,
+        requires=(Need("ib_write_bw", needs.PERFTEST_HINT),),
+    ),
 )

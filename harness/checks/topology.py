@@ -25,7 +25,7 @@ from pydantic import Field
 
 from harness import catalog
 from harness.checks import needs
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, Params, PlannedCommand
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, KindHooks, Params, PlannedCommand
 from harness.config.models import GpuNicShape, GpuPairShape, TopologyHardware
 from harness.errors import HarnessError, SkipCheck, ToolError
 from harness.model import Finding, LabelValue, Metric, Outcome
@@ -262,6 +262,8 @@ KIND = CheckKind(
     metrics=catalog.subset(["topo.nvlinks", "topo.path", "topo.nic_rank", "topo.numa_node"]),
     run=run,
     plan=plan,
-    loads_node=False,
-    requires=(needs.nvidia_smi(),),
+    hooks=KindHooks(
+        loads_node=False,
+        requires=(needs.nvidia_smi(),),
+    ),
 )

@@ -6,7 +6,7 @@ params with the kind's model and its expectations against the kind's metrics.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
@@ -33,7 +33,9 @@ class KindSpec(Protocol):
     def metrics(self) -> Mapping[str, MetricSpec]: ...
 
     @property
-    def declared_metrics(self) -> Callable[[Any], Mapping[str, MetricSpec]] | None: ...
+    def declares_metrics(self) -> bool:
+        """Whether the kind's metric names come from its params (`command`)."""
+        ...
 
     def metric_specs(self, params: Any) -> Mapping[str, MetricSpec]:
         """The kind's metrics plus those these params declare."""

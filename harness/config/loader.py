@@ -151,7 +151,7 @@ def _suite_from(path: Path, data: Any, loc: Locator, kinds: Mapping[str, K]) -> 
             known_metrics = {**METRICS, **kind.metric_specs(params[i])}
         else:
             known_metrics = {**METRICS, **kind.metrics}
-        check_unknown = i in params or kind.declared_metrics is None
+        check_unknown = i in params or not kind.declares_metrics
         produces = ", ".join(sorted(kind.metrics))
         hint = f"; kind {name!r} produces: {produces}" if produces else ""
         found, judged = _expectation_problems(doc, (*here, "expect"), known_metrics, check_unknown, hint)

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from harness.catalog import METRICS
 from harness.config.driftrules import DriftRule
 from harness.config.factrule import FactRule
-from harness.config.numbers import Bytes, Fraction, Quantity, Ratio, Seconds, convert_rule
+from harness.config.numbers import Bytes, Fraction, GBps, Quantity, Ratio, Seconds, convert_rule
 from harness.series.psu import usable_psus
 from harness.units import UNITS, check_finite, parse_fraction
 
@@ -147,6 +147,10 @@ class Settle(Strict):
         return base.model_copy(update={k: getattr(self, k) for k in self.model_fields_set})
 
 
+LIMIT_FIELDS = ("runnable_per_cpu", "steal", "cpu_some", "io_some", "mem_some", "mem_available",
+                "foreign_io", "foreign_io_share")
+
+
 class Contention(Strict):
     """The contention gate of a check that measures: competing load recorded before and during it;
     a measurement under contention waits (bounded) or is ERRORED (harness/run/contention.py)."""
@@ -155,6 +159,31 @@ class Contention(Strict):
                                     "true/false: this check is or is not")
     timeout: Seconds = Field(60.0, description="longest wait for the competing load to go before the "
                              "check; past it the check is ERRORED 'contended: ...'")
+    # thresholds over harness.run.contention.LIMITS (null: the default there); shares as 0.2 or '20%'
+    runnable_per_cpu: Optional[float] = Field(None, gt=0, le=10_000, description="other processes' "
+                                              "runnable tasks per CPU that contend (default 3)")
+    steal: Optional[Fraction] = Field(None, gt=0, le=1, description="share of CPU time stolen by the "
+                                      "hypervisor that contends (default 20%)")
+    cpu_some: Optional[Fraction] = Field(None, gt=0, le=1, description="PSI cpu `some` before the "
+                                         "check that contends (default 90%)")
+    io_some: Optional[Fraction] = Field(None, gt=0, le=1, description="PSI io `some` before a storage "
+                                        "check that contends (default 50%)")
+    mem_some: Optional[Fraction] = Field(None, gt=0, le=1, description="PSI memory `some` that "
+                                         "contends (default 20%)")
+    mem_available: Optional[Fraction] = Field(None, ge=0, le=1, description="MemAvailable / MemTotal "
+                                              "below which memory contends (default 3%)")
+    foreign_io: Optional[GBps] = Field(None, gt=0, description="other processes' disk I/O that "
+                                       "contends, GB/s (or '50 MB/s'; default 0.05 GB/s)")
+    foreign_io_share: Optional[Fraction] = Field(None, gt=0, le=1, description="during a storage "
+                                                 "check, and at least this share of its own I/O "
+                                                 "(default 25%)")
+
+    def limits(self) -> dict[str, float]:
+        """The thresholds given here (and in the suite's defaults), by harness.run.contention.Limits name."""
+        out = {k: float(v) for k in LIMIT_FIELDS if (v := getattr(self, k)) is not None}
+        if "foreign_io" in out:
+            out["foreign_io_bps"] = out.pop("foreign_io") * 1e9
+        return out
 
     def over(self, base: Contention) -> Contention:
         """These settings where given, `base`'s (the suite's defaults) elsewhere."""

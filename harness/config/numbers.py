@@ -62,6 +62,11 @@ def _ratio(v: Any) -> Any:
     return parse_fraction(v, above_one=True)
 
 
+def _gbps(v: Any) -> Any:
+    """GB/s from 0.05 or '50 MB/s' (a known multiple of GB/s)."""
+    return parse_quantity(v, "GB/s")
+
+
 def _percent(v: Any) -> Any:
     """A number of percent from 15 or '15%'."""
     frac = parse_percent(v)
@@ -88,6 +93,8 @@ Bytes = Annotated[int, BeforeValidator(_bytes), _number_or(_SIZE_JS, True)]
 Fraction = Annotated[float, BeforeValidator(_fraction), _number_or(_PERCENT_JS)]
 Ratio = Annotated[float, BeforeValidator(_ratio), _number_or(_PERCENT_JS)]
 Percent = Annotated[float, BeforeValidator(_percent), _number_or(_PERCENT_JS)]
+GBps = Annotated[float, BeforeValidator(_gbps), _number_or({"type": "string", "description": "a rate "
+                                                            "such as '50 MB/s' or '0.05 GB/s'"})]
 
 
 class Unreadable:

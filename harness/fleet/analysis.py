@@ -18,7 +18,7 @@ from functools import cached_property
 from harness import catalog
 from harness.fleet import stats
 from harness.fleet.collect import SEVERITY, MetricRow, NodeOutcome, NodeStatus, counts, metric_rows
-from harness.fleet.columns import SeriesBuilder
+from harness.fleet.columns import Columns, SeriesBuilder
 from harness.fleet.junit import SuiteXml, node_suite
 from harness.fleet.stats import Outlier, SeriesKey
 from harness.model import RunRecord, verdict_of
@@ -153,6 +153,16 @@ def _better(name: str, implied: Mapping[str, str]) -> str:
     return spec.better if spec is not None else implied.get(name, "none")
 
 
+@dataclass(frozen=True)
+class Part:
+    """A FleetBuilder's nodes, implied directions and columns, sent from a pool worker."""
+
+    nodes: tuple[tuple[NodeOutcome, SuiteXml | None], ...]
+    implied: Mapping[str, str]
+    with_record: frozenset[str]
+    columns: Columns
+
+
 class FleetBuilder:
     """Takes node outcomes one at a time and keeps only what the report needs of their runs."""
 
@@ -173,6 +183,19 @@ class FleetBuilder:
             note_directions(self._implied, rec)
         suite = node_suite(o) if self._junit else None
         self._nodes.append((o if self._keep or rec is None else replace(o, record=None), suite))
+
+    def part(self) -> Part:
+        """What this builder holds, to merge into another (a pool worker's chunk of nodes)."""
+        return Part(tuple(self._nodes), dict(self._implied), frozenset(self.with_record),
+                    self._series.parts())
+
+    def merge(self, part: Part) -> None:
+        """A part built from the nodes that come next, as if they had been added here one by one."""
+        self._series.merge(part.columns)
+        for metric, better in part.implied.items():
+            self._implied.setdefault(metric, better)  # the first word on a metric stays
+        self._nodes += part.nodes
+        self.with_record |= part.with_record
 
     def report(self, *, suite: str, profile: str, submitted: str, generated: str,
                settings: OutlierSettings = OutlierSettings(), reload: Reload = _no_reload) -> FleetReport:

@@ -15,22 +15,25 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from harness import results
 from harness.errors import RecordError, printable
 from harness.fleet import layout
 from harness.fleet.layout import Manifest, NodeJob, SeenJob
+from harness.fleet.record import RunDoc, from_json
+from harness.fleet.record import read as read_node
 from harness.fsutil import read_regular
 from harness.model import CheckResult, Metric, Outcome, RunRecord, Status
 from harness.report.fmt import expectation_text, fmt_labels
-from harness.results import RESULTS, RunDoc
+from harness.results import RESULTS
 
 DRAIN_PREFIX = "harness:"
 # (check id, metric name, unit, labels, value): one measured value, as the fleet statistics read it
 MetricRow = tuple[str, str, str, Mapping[str, Any], float]
 DRAIN_REASON_MAX = 120
-RESULTS_MAX = 64 * 2**20  # bytes of a node's results.json read at most (476 metrics take 80 kB)
+_NO_LABELS: Mapping[str, Any] = MappingProxyType({})
 
 
 class NodeStatus(str, Enum):
@@ -229,15 +232,6 @@ def _tail(path: Path | None, n: int = 4000) -> str:
         return ""
 
 
-def _bytes(path: Path) -> bytes:
-    """A node's results.json, at most RESULTS_MAX bytes, a regular file not reached through a
-    symlink (RecordError when it is larger: a 6 GB file is one ERRORED node, not a MemoryError)."""
-    raw = read_regular(path, RESULTS_MAX + 1)
-    if len(raw) > RESULTS_MAX:
-        raise RecordError(path, "", f"larger than {RESULTS_MAX // 2**20} MiB: not a run's results")
-    return raw
-
-
 def _document(path: Path, raw: bytes) -> dict[str, Any]:
     """results.json read and checked against the schema, as results.load checks it (RecordError,
     one line naming the file and the field, when anything in it is wrong).
@@ -267,8 +261,8 @@ def load_record(run_dir: Path) -> tuple[RunRecord | None, str]:
     that the schema refuses (someone edited it), named by file and field in one line."""
     path = run_dir / RESULTS
     try:
-        raw = _bytes(path)
-        doc = results.from_json(raw)
+        raw = read_node(path)
+        doc = from_json(raw)
         if doc is not None:
             return _run_of(doc, whole=True)[0], ""
         return RunRecord.from_dict(_document(path, raw)), ""
@@ -289,7 +283,7 @@ def _run_of(doc: RunDoc, whole: bool = False) -> tuple[RunRecord, list[MetricRow
     for c in doc["checks"]:
         metrics = c.get("metrics", ())
         cid = c["id"]
-        rows += [(cid, m["name"], m["unit"], m.get("labels", {}), float(m["value"])) for m in metrics]
+        rows += [(cid, m["name"], m["unit"], m.get("labels", _NO_LABELS), m["value"]) for m in metrics]
         keep = whole or c["status"] is Status.RECORDED
         kept = tuple(Metric(m["name"], float(m["value"]), m["unit"], m.get("labels", {}))
                      for m in metrics) if keep else ()
@@ -303,16 +297,17 @@ def load_run(run_dir: Path) -> tuple[RunRecord | None, list[MetricRow], str]:
     """A node's results.json read once for a fleet report: the run to judge, every metric as a row,
     and why the run cannot be used ('' when it can).
 
-    The bytes are read once, bounded (RESULTS_MAX), and parsed and validated in one compiled pass
-    (results.from_json); only a file that pass refuses, or one that spells NaN or Infinity, is read
-    again as load_record reads it, so a broken one is reported in the same words. The run comes
-    without its metrics (the rows carry them: nothing that judges a node or renders its junit
-    suite reads them), except a recorded check's, whose junit case counts them.
+    The bytes are read once, by results' one rule (fleet.record.read), and parsed and validated
+    in one compiled pass (fleet.record.from_json); only a file that pass refuses, or one that
+    spells NaN or Infinity, is read again as load_record reads it, so a broken one is reported in
+    the same words. The run comes without its metrics (the rows carry them: nothing that judges a
+    node or renders its junit suite reads them), except a recorded check's, whose junit case
+    counts them.
     """
     path = run_dir / RESULTS
     try:
-        raw = _bytes(path)
-        doc = results.from_json(raw)
+        raw = read_node(path)
+        doc = from_json(raw)
         if doc is not None:
             record, rows = _run_of(doc)
             return record, rows, ""
@@ -332,13 +327,19 @@ def stream(fleet_dir: Path, manifest: Manifest,
     """Every node's outcome and metric rows, in manifest order, one node at a time: each node's
     results.json is read once, when the node is asked for."""
     for node in manifest.nodes:
-        job = manifest.jobs[node]
-        dirs = layout.run_dirs(fleet_dir, node, layout.is_volume(manifest))
-        record, rows, problem = load_run(dirs[-1]) if dirs else (None, [], "")
-        rel = str(dirs[-1].relative_to(fleet_dir)) if dirs else None
-        tail = _tail(layout.slurm_output(fleet_dir, node, job.job_id))
-        yield judge(node, job, seen.get(node), layout.read_exit_file(fleet_dir, node), record, rel, tail,
-                    problem), rows
+        yield node_outcome(fleet_dir, manifest, seen, node)
+
+
+def node_outcome(fleet_dir: Path, manifest: Manifest, seen: Mapping[str, SeenJob],
+                 node: str) -> tuple[NodeOutcome, list[MetricRow]]:
+    """One node's outcome and metric rows (its results.json read once, by load_run)."""
+    job = manifest.jobs[node]
+    dirs = layout.run_dirs(fleet_dir, node, layout.is_volume(manifest))
+    record, rows, problem = load_run(dirs[-1]) if dirs else (None, [], "")
+    rel = str(dirs[-1].relative_to(fleet_dir)) if dirs else None
+    tail = _tail(layout.slurm_output(fleet_dir, node, job.job_id))
+    return judge(node, job, seen.get(node), layout.read_exit_file(fleet_dir, node), record, rel, tail,
+                 problem), rows
 
 
 def reload(fleet_dir: Path, outcome: NodeOutcome) -> RunRecord | None:

@@ -27,6 +27,8 @@ class _Column:
 
 # (check id, metric name, unit, labels, value), as harness.fleet.collect.MetricRow
 Row = tuple[str, str, str, Mapping[str, Any], float]
+# SeriesBuilder.parts: node names, and (key, int32 node indices, float64 values) per series
+Columns = tuple[tuple[str, ...], list[tuple[SeriesKey, bytes, bytes]]]
 
 
 class SeriesBuilder:
@@ -36,7 +38,8 @@ class SeriesBuilder:
         self._names: list[str] = []
         self._index: dict[str, int] = {}
         self._cols: dict[SeriesKey, _Column] = {}
-        self._raw: dict[tuple[object, ...], _Column] = {}  # (sku, check, name, unit, labels) as they came
+        # by SKU, (check, name, unit, *labels) as they came -> the column and its appenders
+        self._raw: dict[str, dict[tuple[object, ...], tuple[_Column, array, Any, Any]]] = {}
         self._repeats: dict[tuple[SeriesKey, int], list[float]] = {}  # (key, position) -> values
         self._node = -1
         self._node_was_seen = False
@@ -81,23 +84,53 @@ class SeriesBuilder:
                  folded: frozenset[str] = frozenset()) -> None:
         """One node's metrics: series keyed by SKU, check, metric, unit and the labels not `folded`."""
         self.start_node(node)
-        raw_cols, node_index = self._raw, self._node
+        raw_cols = self._raw.get(sku)
+        if raw_cols is None:
+            raw_cols = self._raw[sku] = {}
+        node_index, again = self._node, self._node_was_seen
         for check, name, unit, labels, value in rows:
-            raw = (sku, check, name, unit, tuple(labels.items()))  # the labels as they came, unfolded
-            col = raw_cols.get(raw)
-            if col is None:
+            raw = (check, name, unit, *labels.items())  # the labels as they came, unfolded
+            got = raw_cols.get(raw)
+            if got is None:
                 lab = tuple((k, str(v)) for k, v in labels.items() if k not in folded)
-                col = raw_cols[raw] = self._column(SeriesKey(sku, check, name, unit, tuple(sorted(lab))))
-            nodes = col.nodes
-            if nodes and nodes[-1] != node_index and not self._node_was_seen:
-                nodes.append(node_index)  # the common case, inline
-                col.values.append(value)
+                col = self._column(SeriesKey(sku, check, name, unit, tuple(sorted(lab))))
+                got = raw_cols[raw] = (col, col.nodes, col.nodes.append, col.values.append)
+            col, nodes, add_node, add_value = got
+            if nodes and nodes[-1] != node_index and not again:
+                add_node(node_index)  # the common case, inline
+                add_value(value)
             else:
                 self._append(col, value)
 
-    def table(self) -> SeriesTable:
+    def _fold(self) -> None:
+        """Each node's repeated values in a series, averaged in the order they came."""
         for (key, pos), values in self._repeats.items():
             self._cols[key].values[pos] = sum(values) / len(values)
+        self._repeats = {}
+
+    def parts(self) -> Columns:
+        """The columns so far (repeats averaged), to merge into another builder: the node names, and
+        per series its key, node indices and values as bytes (a few bytes a value to send)."""
+        self._fold()
+        return tuple(self._names), [(k, c.nodes.tobytes(), c.values.tobytes()) for k, c in self._cols.items()]
+
+    def merge(self, parts: Columns) -> None:
+        """Another builder's parts, as if its nodes came now; each of them must be new here (a node
+        twice in a fleet averages across both, which only add_rows does)."""
+        names, cols = parts
+        offset = len(self._names)
+        for name in names:
+            if name in self._index:
+                raise ValueError(f"node {name} is in two parts")
+            self._index[name] = len(self._names)
+            self._names.append(name)
+        for key, nodes, values in cols:
+            col = self._column(key)
+            col.nodes.frombytes((np.frombuffer(nodes, dtype=np.int32) + np.int32(offset)).tobytes())
+            col.values.frombytes(values)
+
+    def table(self) -> SeriesTable:
+        self._fold()
         cols = {k: (np.frombuffer(c.nodes, dtype=np.int32), np.frombuffer(c.values, dtype=np.float64))
                 for k, c in self._cols.items()}
         return SeriesTable(tuple(self._names), cols)

@@ -16,15 +16,13 @@ from typing import TextIO
 
 from harness import results
 from harness.errors import UsageError, printable
-from harness.fleet import analysis, collect, dispatch, drain, layout, progress
+from harness.fleet import analysis, collect, dispatch, drain, layout, pool, progress
 from harness.fleet import report as fleet_report
 from harness.fleet.analysis import FleetReport, OutlierSettings
 from harness.fleet.collect import NodeOutcome, NodeStatus
 from harness.model import EXIT_CODES, RunRecord
 from harness.numfmt import fmt_value
-from harness.platform.pushgateway import push, redact
 from harness.platform.slurm import SlurmError
-from harness.report import prometheus as prom
 
 
 @dataclass(frozen=True)
@@ -144,9 +142,7 @@ def analyse_dir(fleet_dir: Path, poll: bool, settings: OutlierSettings | None = 
             print(f"warning: cannot ask Slurm ({e}); using the job states saved last", file=sys.stderr)
     if seen is None:
         seen = layout.load_jobs(fleet_dir)
-    builder = analysis.FleetBuilder(junit=junit)
-    for outcome, rows in collect.stream(fleet_dir, manifest, seen):
-        builder.add(outcome, rows)
+    builder = pool.build(fleet_dir, manifest, seen, junit)
     held = frozenset(builder.with_record)
 
     def reload(o: NodeOutcome) -> RunRecord | None:
@@ -171,6 +167,11 @@ def _print_summary(rep: FleetReport) -> None:
 
 
 def _export(fleet_dir: Path, rep: FleetReport, exports: Exports) -> None:
+    if not exports.textfile and not exports.pushgateway:
+        return
+    from harness.platform.pushgateway import push, redact  # start-up: only when exporting
+    from harness.report import prometheus as prom
+
     if exports.textfile is not None:
         samples = [s for n in rep.nodes for s in fleet_report.fleet_samples(rep, n.node)]
         path = prom.write_textfile(exports.textfile, samples)
@@ -239,6 +240,9 @@ def export(target: Path, exports: Exports) -> int:
     if (target / layout.MANIFEST).exists() or layout.volume_nodes(target):
         _export(target, analyse_dir(target, False, OutlierSettings()), exports)
         return 0
+    from harness.platform.pushgateway import push, redact  # start-up: only when exporting
+    from harness.report import prometheus as prom
+
     record = results.load(target)
     node = str(record.host)
     samples = prom.run_samples(record, node)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from harness.fleet.collect import NodeOutcome, NodeStatus
@@ -52,9 +52,7 @@ def _job_case(suite: ET.Element, n: NodeOutcome) -> None:
 
 def node_suite(n: NodeOutcome) -> SuiteXml:
     """The node's own run as a testsuite named after the node, plus a case for a job problem."""
-    # parsing the XML run_junit.render_junit just produced: trusted input
-    own = run_junit.render_junit(n.record) if n.record is not None else None
-    suite = ET.fromstring(own).find("testsuite") if own is not None else None  # noqa: S314
+    suite = run_junit.junit_tree(n.record).find("testsuite") if n.record is not None else None
     if suite is None:
         suite = ET.Element("testsuite", tests="0", failures="0", errors="0", skipped="0", time="0.000")
     job_failed = any(e.check == "slurm-job" for e in n.evidence)
@@ -82,14 +80,22 @@ def node_suite(n: NodeOutcome) -> SuiteXml:
 
 def render(name: str, suites: Sequence[SuiteXml]) -> str:
     """One <testsuites> with the nodes' suites in the order given."""
+    return "".join(render_chunks(name, suites))
+
+
+def render_chunks(name: str, suites: Sequence[SuiteXml]) -> Iterator[str]:
+    """render in pieces, a node's suite at a time (never the whole file in memory)."""
     root = ET.Element("testsuites", name=name)
     for attr in ("tests", "failures", "errors"):
         root.set(attr, str(sum(getattr(s, attr) for s in suites)))
-    head = '<?xml version="1.0" encoding="UTF-8"?>\n'
+    yield '<?xml version="1.0" encoding="UTF-8"?>\n'
     if not suites:
-        return head + ET.tostring(root, encoding="unicode") + "\n"
+        yield ET.tostring(root, encoding="unicode") + "\n"
+        return
     ET.SubElement(root, "x")
     ET.indent(root, space=INDENT)
     start, end = ET.tostring(root, encoding="unicode").split("<x />")
-    body = f"\n{INDENT}".join(s.text(i) for i, s in enumerate(suites))
-    return head + start + body + end + "\n"
+    yield start
+    for i, s in enumerate(suites):
+        yield (f"\n{INDENT}" if i else "") + s.text(i)
+    yield end + "\n"

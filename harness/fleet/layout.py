@@ -10,12 +10,16 @@
 A results volume that Kubernetes Jobs wrote (`harness k8s render`) has no manifest and no nodes/:
 
     VOLUME/<node>/<node>-<UTC time>/    each node's runs; the nodes are the folders holding one
+                                        (never a symlink: one where a node's folder would be is
+                                        that node, refused by name)
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -32,6 +36,7 @@ JOBS = "fleet-jobs.json"
 NODES = "nodes"
 SCRIPT = "job.sh"
 EXIT_FILE = "job-exit.json"
+RESULTS = "results.json"
 VOLUME = "volume"  # Manifest.options["layout"] of a results volume
 _NODE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}")
 
@@ -84,29 +89,68 @@ def node_dir(fleet_dir: Path, node: str) -> Path:
     return fleet_dir / NODES / node
 
 
-def volume_nodes(volume: Path) -> list[str]:
-    """The nodes of a results volume: its folders named like a host that hold a run directory."""
+def _is_run(run_dir: Path) -> bool:
+    """A run directory, neither reached through a symlink nor holding one as its results.json."""
     try:
-        entries = sorted(p for p in volume.iterdir() if p.is_dir() and _NODE.fullmatch(p.name)
-                         and ".." not in p.name)
+        return (not run_dir.is_symlink() and run_dir.is_dir()
+                and stat.S_ISREG(os.lstat(run_dir / RESULTS).st_mode))
+    except OSError:
+        return False
+
+
+def _looks_like_node(p: Path) -> bool:
+    return _NODE.fullmatch(p.name) is not None and ".." not in p.name
+
+
+def refused_volume_nodes(volume: Path) -> dict[str, str]:
+    """The symlinks in a results volume that stand where a node's folder would (named like a host,
+    pointing at a directory), each with why it is refused: a node's folder is never followed, so
+    someone's link cannot pass another directory's runs (root's, another node's) off as a node's."""
+    try:
+        links = sorted(p for p in volume.iterdir() if p.is_symlink() and _looks_like_node(p) and p.is_dir())
+    except OSError:
+        return {}
+    return {p.name: (f"{p} is a symlink, not the node's own folder: a node's folder in a results "
+                     "volume is never followed") for p in links}
+
+
+def volume_nodes(volume: Path) -> list[str]:
+    """The nodes of a results volume: its folders (not symlinks) named like a host that hold a run
+    directory."""
+    try:
+        entries = sorted(p for p in volume.iterdir()
+                         if not p.is_symlink() and p.is_dir() and _looks_like_node(p))
     except OSError:
         return []
-    return [p.name for p in entries if any((r / "results.json").is_file() for r in p.iterdir() if r.is_dir())]
+    return [p.name for p in entries if any(_is_run(r) for r in p.iterdir())]
+
+
+VOLUME_RESULTS_MAX = 64 * 2**20  # bytes of the newest run's results.json read for the suite's name
 
 
 def volume_manifest(volume: Path) -> Manifest | None:
     """A results volume read as a fleet whose jobs nobody polls (None when it holds no node):
-    the suite is the newest run's, `submitted` the oldest node's newest run's time."""
+    the suite is the newest run's, `submitted` the oldest node's newest run's time. A symlink
+    where a node's folder would be is a node with the reason it is refused (its submit_error)."""
     nodes = volume_nodes(volume)
-    if not nodes:
+    refused = refused_volume_nodes(volume)
+    if not nodes and not refused:
         return None
-    newest = {n: max(p for p in (volume / n).iterdir() if (p / "results.json").is_file()) for n in nodes}
-    doc = _read_json(newest[max(newest, key=lambda n: newest[n].stat().st_mtime)] / "results.json") or {}
-    suite = doc.get("suite", {}) if isinstance(doc, dict) else {}
-    oldest = min((newest[n] / "results.json").stat().st_mtime for n in nodes)
-    when = datetime.fromtimestamp(oldest, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return Manifest(str(suite.get("path", "")), str(suite.get("name", "")), None, tuple(nodes), when,
-                    {n: NodeJob(n, None) for n in nodes}, {"layout": VOLUME})
+    newest = {n: max(p for p in (volume / n).iterdir() if _is_run(p)) for n in nodes}
+    suite: dict[str, Any] = {}
+    when = datetime.now(timezone.utc)
+    if nodes:
+        latest = newest[max(newest, key=lambda n: (newest[n] / RESULTS).lstat().st_mtime)] / RESULTS
+        try:
+            doc = json.loads(read_regular(latest, VOLUME_RESULTS_MAX).decode("utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+            doc = {}
+        suite = doc.get("suite", {}) if isinstance(doc, dict) and isinstance(doc.get("suite"), dict) else {}
+        oldest = min((newest[n] / RESULTS).lstat().st_mtime for n in nodes)
+        when = datetime.fromtimestamp(oldest, timezone.utc)
+    jobs = {n: NodeJob(n, None) for n in nodes} | {n: NodeJob(n, None, why) for n, why in refused.items()}
+    return Manifest(str(suite.get("path", "")), str(suite.get("name", "")), None, tuple(sorted(jobs)),
+                    when.strftime("%Y-%m-%dT%H:%M:%SZ"), jobs, {"layout": VOLUME})
 
 
 def save_manifest(fleet_dir: Path, manifest: Manifest) -> None:
@@ -174,11 +218,12 @@ def is_volume(manifest: Manifest) -> bool:
 
 def run_dirs(fleet_dir: Path, node: str, volume: bool = False) -> list[Path]:
     """The node's run directories (those holding results.json), oldest first; `volume`: in
-    VOLUME/<node>/ of a results volume rather than DIR/nodes/<node>/."""
+    VOLUME/<node>/ of a results volume rather than DIR/nodes/<node>/. Neither the folder nor a
+    run in it is followed through a symlink."""
     base = fleet_dir / node if volume else node_dir(fleet_dir, node)
-    if not base.is_dir():
-        return []
-    return sorted(p for p in base.iterdir() if (p / "results.json").is_file())
+    if base.is_symlink() or not base.is_dir():
+        return []  # a node's folder, and each run in it, is never reached through a symlink
+    return sorted(p for p in base.iterdir() if _is_run(p))
 
 
 def slurm_output(fleet_dir: Path, node: str, job_id: str | None) -> Path | None:

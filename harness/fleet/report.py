@@ -3,17 +3,20 @@ written atomically; and each node's Prometheus samples."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.fleet import junit as fleet_junit
 from harness.fleet.analysis import FleetReport
 from harness.fleet.collect import NodeOutcome, NodeStatus
 from harness.fleet.html import html_chunks
 from harness.fleet.stats import Outlier
-from harness.fsutil import atomic_write_chunks, atomic_write_json, atomic_write_text
-from harness.report import prometheus as prom
+from harness.fsutil import atomic_write_chunks, atomic_write_json
+
+if TYPE_CHECKING:
+    from harness.report import prometheus as prom
 
 FORMAT_VERSION = 1
 JSON_NAME, JUNIT_NAME, HTML_NAME = "fleet.json", "junit.xml", "fleet.html"
@@ -53,23 +56,30 @@ def fleet_dict(report: FleetReport) -> dict[str, Any]:
 
 def render_junit(report: FleetReport) -> str:
     """One <testsuites> with a <testsuite> per node, worst node first."""
+    return "".join(junit_chunks(report))
+
+
+def junit_chunks(report: FleetReport) -> Iterator[str]:
+    """render_junit in pieces, to be written as they come."""
     suites = report.junit
     if len(suites) != len(report.nodes):  # a report built without them
         suites = tuple(fleet_junit.node_suite(replace(n, record=report.record_of(n))) for n in report.nodes)
-    return fleet_junit.render(f"fleet {report.suite}", suites)
+    return fleet_junit.render_chunks(f"fleet {report.suite}", suites)
 
 
 def write(fleet_dir: Path, report: FleetReport) -> dict[str, Path]:
     """Write fleet.json, junit.xml and fleet.html into the fleet directory."""
     paths = {"json": fleet_dir / JSON_NAME, "junit": fleet_dir / JUNIT_NAME, "html": fleet_dir / HTML_NAME}
     atomic_write_json(paths["json"], fleet_dict(report))
-    atomic_write_text(paths["junit"], render_junit(report))
+    atomic_write_chunks(paths["junit"], junit_chunks(report))
     atomic_write_chunks(paths["html"], html_chunks(report))
     return paths
 
 
 def fleet_samples(report: FleetReport, node: str) -> list[prom.Sample]:
     """One node's Prometheus samples in a fleet: its run (if any), its fleet status and its outliers."""
+    from harness.report import prometheus as prom  # start-up: only when exporting
+
     out: list[prom.Sample] = []
     outcome = next(n for n in report.nodes if n.node == node)
     uuids: dict[str, str] = {}

@@ -5,6 +5,12 @@ harness.history.series), with one label set (the `repeat` label folded by median
 serial of the part it measures when its labels name a GPU, so a swapped GPU starts a new series
 instead of being compared with its predecessor. Which earlier runs are candidates (same suite for
 "previous", the go-live run) is chosen by harness.history.record.
+
+A rule is judged by compare.judge, on the band it makes around the earlier value (one band rule).
+A percent limit against an earlier value of 0 cannot be computed: it is left out, and a rule that
+has no other limit says "no reference to compare with (go-live value is 0)" as a note, neither a
+pass nor a fail. (compare's own lower/upper are absolute at a reference of 0: there the rule's
+author wrote the 0; a drift percent is of a value measured later.)
 """
 
 from __future__ import annotations
@@ -12,11 +18,13 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
+from harness.compare import Rule, judge
 from harness.config.driftrules import MIN_RATE_DAYS, DriftRule
+from harness.config.models import Expectation
 from harness.history.identity import NodeIdentity, part_of
 from harness.history.series import older_digest
 from harness.model import DRIFT_SOURCE, MEASURED, Evaluation, Metric, Outcome, join_labels
@@ -139,7 +147,12 @@ def evaluate(rules: Sequence[SourcedRule], current: Mapping[SeriesKey, tuple[flo
                 continue
             then = parse_time(ref.started)
             days = (now - then).total_seconds() / 86400 if now and then else None
-            evals.append(_judge(sr, key, value, unit, ref, days))
+            ev = _judge(sr, key, value, unit, ref, days)
+            if ev is None:
+                what = "go-live" if rule.vs == "golive" else "previous run's"
+                notes.append(f"{key.text()}: no reference to compare with ({what} value is 0)")
+            else:
+                evals.append(ev)
     return DriftOutcome(tuple(evals), tuple(notes))
 
 
@@ -173,52 +186,70 @@ def _rule_text(rule: DriftRule) -> str:
 
 
 def _judge(sr: SourcedRule, key: SeriesKey, value: float, unit: str, ref: RunPoint,
-           days: float | None) -> Evaluation:
+           days: float | None) -> Evaluation | None:
+    """The rule on one series, judged by compare.judge on the band `_band` makes of it; None when a
+    reference of 0 leaves the rule no limit (its percent limits cannot be computed)."""
     rule = sr.rule
     r = ref.values[key]
-    low: float | None = None
-    high: float | None = None
-    problems: list[str] = []
-    limits: list[str] = []
-    scale = abs(r)
-    if rule.max_drop_pct is not None and scale:
-        low = r - scale * rule.max_drop_pct / 100
-        limits.append(f"drop ≤ {rule.max_drop_pct:g}%")
-    if rule.max_rise_pct is not None and scale:
-        high = r + scale * rule.max_rise_pct / 100
-        limits.append(f"rise ≤ {rule.max_rise_pct:g}%")
-    if rule.max_growth is not None:
-        high = _lower(high, r + rule.max_growth)
-        limits.append(f"growth ≤ {rule.max_growth:g} {unit}")
-    if rule.max_growth_per_90d is not None:
-        span = max(days or 0.0, MIN_RATE_DAYS)
-        high = _lower(high, r + rule.max_growth_per_90d * span / 90)
-        limits.append(f"growth ≤ {rule.max_growth_per_90d:g} {unit} per 90 days")
-    if low is not None and value < low:
-        problems.append("fell")
-    if high is not None and value > high:
-        problems.append("rose")
-    since = "go-live" if rule.vs == "golive" else "the previous run"
-    change = f"{100 * (value - r) / scale:+.1f}%" if scale else f"{value - r:+.4g} {unit}"
-    when = f"{ref.run_id}, {ref.started[:10]}" + (f", {days:.0f} days ago" if days and days >= 1 else "")
-    msg = f"{change} since {since} ({when}: {fmt_value(r, unit, 4)} → {fmt_value(value, unit, 4)})"
-    if not limits:
-        msg += "; reference is 0, percent limits do not apply"
-    if problems:
-        outcome = Outcome.FAIL if rule.severity == "fail" else Outcome.WARN
-        msg = "drifted: " + msg + f"; limit {', '.join(limits)}"
-    else:
-        outcome = Outcome.PASS
-        if limits:
-            msg += f"; within {', '.join(limits)}"
+    e = _band(rule, r, unit, days)
+    if e is None:
+        return None
     labels: dict[str, Any] = {**key.label_dict, "vs": "go-live" if rule.vs == "golive" else "previous"}
     if key.part:
         labels["part"] = key.part
     if key.check:
         labels["check"] = key.check
-    return Evaluation(metric=key.metric, labels=labels, outcome=outcome, severity=rule.severity,
-                      measured=value, unit=unit, reference=r, low=low, high=high, reduce="each",
-                      message=msg + (f" — {rule.note}" if rule.note else ""), source=DRIFT_SOURCE + sr.source)
+    (ev,) = judge([Rule(e, DRIFT_SOURCE + sr.source)], [Metric(key.metric, value, unit)]).evaluations
+    if ev.outcome is Outcome.ERROR:  # a number that is not finite: compare's words say which
+        return replace(ev, labels=labels)
+    limits = _limit_words(rule, r, unit)
+    scale = abs(r)
+    since = "go-live" if rule.vs == "golive" else "the previous run"
+    change = f"{100 * (value - r) / scale:+.1f}%" if scale else f"{value - r:+.4g} {unit}"
+    when = f"{ref.run_id}, {ref.started[:10]}" + (f", {days:.0f} days ago" if days and days >= 1 else "")
+    msg = f"{change} since {since} ({when}: {fmt_value(r, unit, 4)} → {fmt_value(value, unit, 4)})"
+    if ev.outcome is Outcome.PASS:
+        msg += f"; within {', '.join(limits)}"
+    else:
+        msg = "drifted: " + msg + f"; limit {', '.join(limits)}"
+    return replace(ev, labels=labels, message=msg + (f" — {rule.note}" if rule.note else ""))
+
+
+def _band(rule: DriftRule, r: float, unit: str, days: float | None) -> Expectation | None:
+    """The rule as one of compare's bands around the reference r: percent limits as compare's
+    fractions (lower/upper), growth limits as its absolute `max`. A percent of a reference of 0
+    cannot be computed, so at r == 0 percent limits are left out, and a rule of percent limits
+    alone has no band (None: `evaluate` notes it, neither a pass nor a fail). compare's own
+    lower/upper are absolute at a reference of 0; a drift percent never is."""
+    pct = r != 0
+    lower = rule.max_drop_pct / 100 if rule.max_drop_pct is not None and pct else None
+    upper = rule.max_rise_pct / 100 if rule.max_rise_pct is not None and pct else None
+    high: float | None = None
+    if rule.max_growth is not None:
+        high = r + rule.max_growth
+    if rule.max_growth_per_90d is not None:
+        span = max(days or 0.0, MIN_RATE_DAYS)
+        high = _lower(high, r + rule.max_growth_per_90d * span / 90)
+    if lower is None and upper is None and high is None:
+        return None
+    return Expectation.model_construct(metric=rule.metric, labels={}, check=None, reference=r, lower=lower,
+                                       upper=upper, min=None, max=high, unit=unit, reduce="each",
+                                       severity=rule.severity, xfail=None, note=None, if_measured=False,
+                                       sibling=None)
+
+
+def _limit_words(rule: DriftRule, r: float, unit: str) -> list[str]:
+    """The limits `_band` keeps, in words: 'drop ≤ 10%', 'growth ≤ 2 count per 90 days'."""
+    words = []
+    if rule.max_drop_pct is not None and r != 0:
+        words.append(f"drop ≤ {rule.max_drop_pct:g}%")
+    if rule.max_rise_pct is not None and r != 0:
+        words.append(f"rise ≤ {rule.max_rise_pct:g}%")
+    if rule.max_growth is not None:
+        words.append(f"growth ≤ {rule.max_growth:g} {unit}")
+    if rule.max_growth_per_90d is not None:
+        words.append(f"growth ≤ {rule.max_growth_per_90d:g} {unit} per 90 days")
+    return words
 
 
 def _lower(a: float | None, b: float) -> float:

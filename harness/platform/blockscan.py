@@ -4,8 +4,14 @@
   partition table was wiped still holds the ext4 that began at 1 MiB. Every place a partition
   starts is probed with `blkid -p -O OFFSET` when it holds any non-zero byte: every MiB
   boundary in the first 64 MiB, the classic sector starts (34: `sgdisk -a1`, 40, 63: DOS, 64,
-  128, 256), and every start a surviving GPT names; the MiB boundaries up to 1 GiB when they
-  hold a known superblock magic (one blkid per MiB of a disk fio filled would take minutes).
+  128, 256), and every partition a table names (with `-S` its size, so blkid sees its end
+  too); the MiB boundaries up to 1 GiB when they hold a known superblock magic (one blkid
+  per MiB of a disk fio filled would take minutes).
+* The tables that name partitions: every GPT header (with its signature, or erased by wipefs,
+  which leaves the rest) and a DOS table's entries and EBR chain, even without its 0x55AA.
+* Superblock magics at libblkid's places relative to the start and the end of the device and
+  of every named partition (blkoffsets: md 0.90/1.0 and ZFS L2/L3 at the end, RAID metadata
+  in the last sectors, btrfs mirrors, LUKS2 secondary headers, ...).
 * A GPT header anywhere a table could have been left: LBA 1, the last sector, the sector its
   primary names, and the last sector of every MiB in the first GiB and of every GiB after
   (the backup of a disk that grew stays where the old disk ended).
@@ -24,6 +30,8 @@ import stat
 import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from harness.platform import blkoffsets
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -59,28 +67,40 @@ def _read_direct(path: Path, offset: int, length: int) -> bytes:
     return bytes(buf[offset - start:min(got, offset - start + length)])
 
 
-def _gpt_at(dev: Path, offset: int, block: int, strict: bool) -> list[int] | None:
-    """The partition starts (bytes) a GPT header at `offset` names; None when there is no header
-    there. `strict`: only a header that names this place as its own LBA counts (the places
-    searched by the MiB and GiB could hold a stray copy in a file system's data)."""
+GPT_REV_AND_SIZE = b"\x00\x00\x01\x00\x5c\x00\x00\x00"  # revision 1.0, header size 92
+EXTENDED = (0x05, 0x0F, 0x85)  # DOS extended partitions: a chain of EBRs
+MAX_EBRS = 128
+MAX_REGIONS = 128  # partition regions scanned for superblocks (a GPT names up to 128 as a rule)
+
+Region = tuple[int, int]  # [start, end) in bytes
+
+
+def _gpt_at(dev: Path, offset: int, block: int, strict: bool) -> tuple[bool, list[Region]] | None:
+    """(signature erased, the partitions it names) of a GPT header at `offset`; None when there is
+    none. `strict`: only a header with its signature that names this place as its own LBA counts
+    (the places searched by the MiB and GiB could hold a stray copy in a file system's data). A
+    header whose "EFI PART" was erased (wipefs erases just those 8 bytes) counts when not strict
+    and the rest of it (revision 1.0, size 92, its own LBA) still says what it was."""
     head = _read_direct(dev, offset, block)
-    if head[:8] != b"EFI PART":
-        return None
     if len(head) < 92:
-        return [] if not strict else None
+        return None
     my_lba, entries_lba = struct.unpack_from("<Q", head, 24)[0], struct.unpack_from("<Q", head, 72)[0]
-    count, size = struct.unpack_from("<II", head, 80)
+    erased = head[:8] != b"EFI PART"
+    if erased and (strict or head[8:16] != GPT_REV_AND_SIZE or my_lba * block != offset):
+        return None
     if my_lba * block != offset:
-        return [] if not strict else None
+        return None if strict else (erased, [])
+    count, size = struct.unpack_from("<II", head, 80)
     if not (0 < count <= MAX_GPT_ENTRIES and 128 <= size <= 4096):
-        return []
+        return erased, []
     table = _read_direct(dev, entries_lba * block, count * size)
-    starts = []
+    regions = []
     for i in range(len(table) // size):
         entry = table[i * size:(i + 1) * size]
         if entry[:16].strip(b"\0"):  # a used entry: its type GUID is not zero
-            starts.append(struct.unpack_from("<Q", entry, 32)[0] * block)
-    return starts
+            first, last = struct.unpack_from("<QQ", entry, 32)
+            regions.append((first * block, (last + 1) * block))
+    return erased, regions
 
 
 def _gpt_places(dev: Path, size: int, block: int) -> dict[int, bool]:
@@ -91,20 +111,21 @@ def _gpt_places(dev: Path, size: int, block: int) -> dict[int, bool]:
     places.update({k * GIB - block: True for k in range(2, size // GIB + 1)})
     places.update({block: False, size - block: False})
     head = _read_direct(dev, block, block)
-    if head[:8] == b"EFI PART" and len(head) >= 40:
-        places[struct.unpack_from("<Q", head, 32)[0] * block] = False
+    if len(head) >= 40 and (head[:8] == b"EFI PART" or head[8:16] == GPT_REV_AND_SIZE):
+        places[struct.unpack_from("<Q", head, 32)[0] * block] = False  # its alternate LBA
     return {p: strict for p, strict in sorted(places.items()) if 0 < p <= size - block}
 
 
-def gpt_tables(dev: Path, size: int, block: int) -> tuple[list[str], list[int]]:
-    """(reasons, partition starts) from every GPT header found on the device."""
+def gpt_tables(dev: Path, size: int, block: int) -> tuple[list[str], list[Region]]:
+    """(reasons, partition regions) from every GPT header found on the device."""
     found: list[str] = []
-    starts: list[int] = []
+    regions: list[Region] = []
     for place, strict in _gpt_places(dev, size, block).items():
-        named = _gpt_at(dev, place, block, strict)
-        if named is None:
+        got = _gpt_at(dev, place, block, strict)
+        if got is None:
             continue
-        starts += named
+        erased, named = got
+        regions += named
         if place == size - block:
             where = "a backup GPT header in the last sector (the primary table was wiped?)"
         elif place == block:
@@ -112,8 +133,55 @@ def gpt_tables(dev: Path, size: int, block: int) -> tuple[list[str], list[int]]:
         else:
             where = (f"a GPT header at offset {place} ({place / MIB:g} MiB; not in the last sector: "
                      "the backup of a disk that grew?)")
-        found.append(where + (f" naming {len(named)} partition(s) from offset {min(named)}" if named else ""))
-    return found, sorted(set(starts))
+        if erased:
+            where = where.replace("a GPT header", "a GPT header whose signature was erased (wipefs?)", 1)
+            where = where.replace("a backup GPT header", "a backup GPT header whose signature was erased "
+                                  "(wipefs?)", 1)
+        found.append(where + (f" naming {len(named)} partition(s) from offset {min(named)[0]}"
+                              if named else ""))
+    return found, sorted(set(regions))
+
+
+def mbr_regions(dev: Path, size: int) -> list[Region]:
+    """The partitions a DOS table (or what wipefs left of it: the entries without 0x55AA) names,
+    logical ones through the chain of EBRs (each with its signature), protective entries aside.
+    Not a reason by itself: a disk fio filled with noise may look like one; its places are probed."""
+    sectors = size // 512
+    out: list[Region] = []
+
+    def entries(sector: bytes, base: int) -> list[tuple[int, int, int]]:
+        got = []
+        for i in range(4):
+            e = sector[446 + 16 * i:462 + 16 * i]
+            if len(e) < 16 or e[0] not in (0, 0x80) or e[4] in (0, 0xEE):
+                continue
+            lba, count = struct.unpack_from("<II", e, 8)
+            if lba and count and base + lba + count <= sectors:
+                got.append((e[4], base + lba, count))
+        return got
+
+    first = entries(_read_direct(dev, 0, 512), 0)
+    for kind, lba, count in first:
+        if kind not in EXTENDED:
+            out.append((lba * 512, (lba + count) * 512))
+            continue
+        ebr, seen = lba, set[int]()
+        while ebr not in seen and len(seen) < MAX_EBRS:
+            seen.add(ebr)
+            sector = _read_direct(dev, ebr * 512, 512)
+            if sector[510:512] != b"\x55\xaa":
+                break
+            links = entries(sector, 0)
+            nxt = None
+            for k, rel, n in links:
+                if k in EXTENDED:
+                    nxt = lba + rel  # the next EBR, relative to the extended partition's start
+                elif ebr + rel + n <= sectors:
+                    out.append(((ebr + rel) * 512, (ebr + rel + n) * 512))
+            if nxt is None:
+                break
+            ebr = nxt
+    return sorted(set(out))
 
 
 def _magic(window: bytes) -> bool:
@@ -121,31 +189,64 @@ def _magic(window: bytes) -> bool:
     return any(window[at:at + len(magic)] == magic for at, magic in MAGICS)
 
 
+def _blkid_at(dev: Path, off: int, length: int | None, probe: Probe) -> list[str]:
+    """What `blkid -p -O OFF [-S LENGTH]` finds in a region (a partition start or a MiB)."""
+    argv = ["blkid", "-p", "-O", str(off), *(["-S", str(length)] if length else []), "-o", "export", str(dev)]
+    rc, out, err = probe(argv)
+    if rc == 0:
+        tags = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        kind = tags.get("TYPE") or tags.get("PTTYPE") or "unknown"
+        return [f"{kind} signature found at offset {off} ({off / MIB:g} MiB; "
+                "blkid -p -O: a file system whose partition table is gone?)"]
+    if rc == 8:
+        return [f"ambivalent signatures at offset {off} (blkid -p -O)"]
+    if not (rc == 2 and not err.strip()):
+        why = err.strip()[:200] or "no reason given"
+        return [f"cannot be probed at offset {off}: blkid exit {rc}: {why}"]
+    return []
+
+
+def _where(off: int, size: int, region: Region) -> str:
+    start, end = region
+    if region == (0, size):
+        tail = f"{end - off} bytes before the device's end" if off - start > end - off else ""
+        return f"offset {off} ({off / MIB:g} MiB{'; ' + tail if tail else ''})"
+    return f"offset {off} ({off / MIB:g} MiB), in the partition from {start} to {end} a table names"
+
+
+def region_signatures(dev: Path, size: int, block: int, regions: list[Region]) -> list[str]:
+    """Superblock magics at libblkid's places from the start and the end of the whole device and
+    of every partition a table names (blkoffsets). Weak magics are left to blkid: the whole
+    device's `blkid -p` and each region's `blkid -p -O START -S SIZE` look at them with checksums."""
+    found: list[str] = []
+    for region in [(0, size), *regions[:MAX_REGIONS]]:
+        start, end = region
+        hits = blkoffsets.scan(lambda off, n: _read_direct(dev, off, n), start, end - start, block)
+        found += [f"{h.kind} superblock magic at {_where(h.offset, size, region)}"
+                  for h in hits if not h.weak]
+    return found
+
+
 def offset_signatures(dev: Path, size: int, logical_block: int, probe: Probe) -> list[str]:
-    """Signatures at the plausible starts of a file system past offset 0, and GPT headers."""
+    """Signatures at the plausible starts of a file system past offset 0, at libblkid's places
+    from the start and end of the device and of every partition a table names, and GPT headers."""
     found: list[str] = []
     try:
-        tables, starts = gpt_tables(dev, size, logical_block)
+        tables, regions = gpt_tables(dev, size, logical_block)
         found += tables
-        for off in sorted({*OFFSETS, *(s for s in starts if s > 0)}):
+        regions = sorted({*regions, *mbr_regions(dev, size)})
+        regions = sorted({(s, min(e, size)) for s, e in regions if 0 < s < min(e, size)})
+        ends = {s: e for s, e in regions}
+        for off in sorted({*OFFSETS, *ends}):
             if off + 4096 > size:
                 continue
             window = _read_direct(dev, off, min(WINDOW, size - off))
             if not window.strip(b"\0"):
                 continue  # nothing written there: nothing can start there
-            if off > EVERY_MIB * MIB and off not in starts and not _magic(window):
+            if off > EVERY_MIB * MIB and off not in ends and not _magic(window):
                 continue
-            rc, out, err = probe(["blkid", "-p", "-O", str(off), "-o", "export", str(dev)])
-            if rc == 0:
-                tags = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-                kind = tags.get("TYPE") or tags.get("PTTYPE") or "unknown"
-                found.append(f"{kind} signature found at offset {off} ({off / MIB:g} MiB; "
-                             "blkid -p -O: a file system whose partition table is gone?)")
-            elif rc == 8:
-                found.append(f"ambivalent signatures at offset {off} (blkid -p -O)")
-            elif not (rc == 2 and not err.strip()):
-                found.append(f"cannot be probed at offset {off}: blkid exit {rc}: "
-                             f"{err.strip()[:200] or 'no reason given'}")
+            found += _blkid_at(dev, off, ends[off] - off if off in ends else None, probe)
+        found += region_signatures(dev, size, logical_block, regions)
     except OSError as e:
         found.append(f"cannot be probed: reading the device failed: {e.strerror}")
     return found

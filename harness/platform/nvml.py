@@ -1,4 +1,4 @@
-"""The only module that touches NVML (through nvidia-ml-py's `pynvml`).
+"""The only module that loads NVML (through nvidia-ml-py's `pynvml`); its NVLink reads are platform/nvlink.
 
 Without a driver, `gpu_inventory()` says NVML is not loadable and why; it never raises for that.
 `NvmlSession` keeps NVML open for repeated reads: `sample()` (telemetry, one frozen
@@ -22,7 +22,9 @@ from functools import partial
 from typing import Any, TypeVar
 
 from harness.errors import HarnessError
+from harness.platform import nvlink
 from harness.platform.bounded import Worker
+from harness.platform.nvlink import FabricInfo
 
 T = TypeVar("T")
 CALL_TIMEOUT_S = 10.0  # one GPU's reading that takes longer: the driver is hung on that GPU
@@ -124,15 +126,6 @@ class GpuHealth:
     recovery_action: int | None = None  # NVML_FI_DEV_GET_GPU_RECOVERY_ACTION: 0 none, RECOVERY_ACTIONS
     error: str | None = None
     fabric: FabricInfo | None = None  # None: no NVLink fabric (no NVSwitch), or NVML does not say
-
-
-@dataclass(frozen=True)
-class FabricInfo:
-    """nvmlDeviceGetGpuFabricInfoV: the GPU's NVLink fabric registration (NVSwitch systems)."""
-
-    state: int  # NVML_GPU_FABRIC_STATE_*: 1 not started, 2 in progress, 3 completed
-    status: int  # an NVML return code: meaningful once the state is completed (0 = success)
-    health_mask: int  # NVML_GPU_FABRIC_HEALTH_MASK_* fields (harness.checks.gpu_fabric decodes them)
 
 
 RECOVERY_ACTIONS = {1: "GPU reset required", 2: "node reboot required", 3: "drain peer-to-peer traffic",
@@ -435,8 +428,8 @@ class NvmlSession:
             pending = g("nvmlDeviceGetRetiredPagesPendingStatus", h)
             persistence = g("nvmlDeviceGetPersistenceMode", h)
             pci = g("nvmlDeviceGetPciInfo", h)
-            up, total = self._nvlinks(h)
-            replay, recovery, crc = self._nvlink_errors(h, total or 0)
+            up, total = nvlink.links(nv, g, h)
+            replay, recovery, crc = nvlink.errors(nv, g, h, total or 0)
             action = self._field(h, _FI_DEV_GET_GPU_RECOVERY_ACTION)
 
             def ecc_count(kind: int, counter: int) -> int | None:
@@ -465,57 +458,13 @@ class NvmlSession:
                 pcie_gen_max=_i(g("nvmlDeviceGetMaxPcieLinkGeneration", h)),
                 pcie_width=_i(g("nvmlDeviceGetCurrPcieLinkWidth", h)),
                 pcie_width_max=_i(g("nvmlDeviceGetMaxPcieLinkWidth", h)),
-                nvlink_up=up, nvlink_total=total, fabric=self._fabric(h),
+                nvlink_up=up, nvlink_total=total, fabric=nvlink.fabric(nv, g, h),
                 pcie_replays=_i(g("nvmlDeviceGetPcieReplayCounter", h)),
                 nvlink_replay=replay, nvlink_recovery=recovery, nvlink_crc=crc,
                 recovery_action=None if action is None else int(action),
             )
         except _Lost as e:
             return GpuHealth(gpu=i, error=str(e))
-
-    def _nvlink_errors(self, h: Any, links: int) -> tuple[int | None, int | None, int | None]:
-        """(replay, recovery, CRC flit + data) error counts summed over the first `links` links."""
-        nv = self._nv
-        if not links:
-            return None, None, None
-
-        def total(*counters: int) -> int | None:
-            return _sum([_i(self._get("nvmlDeviceGetNvLinkErrorCounter", h, link, c))
-                         for link in range(links) for c in counters])
-
-        return (total(getattr(nv, "NVML_NVLINK_ERROR_DL_REPLAY", 0)),
-                total(getattr(nv, "NVML_NVLINK_ERROR_DL_RECOVERY", 1)),
-                total(getattr(nv, "NVML_NVLINK_ERROR_DL_CRC_FLIT", 2),
-                      getattr(nv, "NVML_NVLINK_ERROR_DL_CRC_DATA", 3)))
-
-    def _fabric(self, h: Any) -> FabricInfo | None:
-        """The fabric state, status and health mask; None where the GPU has no fabric (state 0)."""
-        make = getattr(self._nv, "c_nvmlGpuFabricInfoV_t", None)
-        if make is None or getattr(self._nv, "nvmlDeviceGetGpuFabricInfoV", None) is None:
-            return None
-        import ctypes  # start-up: only a GPU health read needs it
-
-        info = make()
-        if self._get("nvmlDeviceGetGpuFabricInfoV", h, ctypes.byref(info)) is None or not info.state:
-            return None
-        return FabricInfo(int(info.state), int(info.status), int(info.healthMask))
-
-    def _nvlinks(self, h: Any) -> tuple[int | None, int | None]:
-        """(links up, links present); (None, None) on a GPU without NVLink."""
-        up = total = 0
-        for link in range(int(getattr(self._nv, "NVML_NVLINK_MAX_LINKS", 18))):
-            state = self._get("nvmlDeviceGetNvLinkState", h, link)
-            if state is None:
-                continue
-            total += 1
-            up += 1 if state == getattr(self._nv, "NVML_FEATURE_ENABLED", 1) else 0
-        return (up, total) if total else (None, None)
-
-
-def _sum(values: list[int | None]) -> int | None:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
 
 def _f(v: Any) -> float | None:
     return None if v is None else float(v)

@@ -137,6 +137,14 @@ def _check_cases(suite: ET.Element, check: CheckResult) -> list[str | None]:
 
 def render_junit(record: RunRecord) -> str:
     """The run as a JUnit XML document (one testsuite)."""
+    root = junit_tree(record)
+    ET.indent(root, space="  ")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def junit_tree(record: RunRecord) -> ET.Element:
+    """The run's <testsuites> with its one <testsuite>, not indented (the fleet's junit takes the
+    suite from it as it is)."""
     root = ET.Element("testsuites", name=xml_text(record.suite.get("name", "harness")))
     suite = ET.SubElement(root, "testsuite", name=xml_text(record.suite.get("name", "harness")),
                           hostname=xml_text(record.host), id="0")
@@ -165,5 +173,4 @@ def render_junit(record: RunRecord) -> str:
     for el in (root, suite):
         el.attrib.update({k: str(v) for k, v in counts.items()}, time=time_s)
     root.attrib.pop("skipped")  # not part of the <testsuites> schema
-    ET.indent(root, space="  ")
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    return root

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Optional
 
 from harness.model import CheckResult, Evaluation, Metric
-from harness.report import audit, charts, gpu_table, observe_svg, power_svg, telemetry_svg
+from harness.report import audit, charts, contention, gpu_table, observe_svg, power_svg, telemetry_svg
 
 Build = Callable[[CheckResult, Optional[Path]], Optional[object]]
 
@@ -69,6 +69,8 @@ def _holds(view: object, m: Metric) -> bool:
 
 # In the order the report shows them.
 VIEWS: tuple[SectionView, ...] = (
+    SectionView("contention", "_contention.html.j2", contention.contention_view,
+                hides_details=("contention",)),
     SectionView("nccl.busbw", "_nccl_chart.html.j2", _nccl),
     SectionView("power", "_power.html.j2", power_svg.power_view),
     SectionView("audit", "_audit.html.j2", _audit,

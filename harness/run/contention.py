@@ -8,15 +8,19 @@ own processes'; every physical disk when the target is not one disk), memory lef
 other processes on the GPUs. Before the check it waits,
 bounded (`contention.timeout`, like the settle gate), while the node is contended; still contended,
 the check is ERRORED "contended: ..." and does not run. During the check it samples every
-WINDOW_S; a measurement contended for at least DURING_SHARE of its windows is ERRORED with the
-evidence, its metrics kept but not judged as hardware. The evidence is in the check's
-details["contention"]. LIMITS is the one table of thresholds; `resources` says which load matters
+WINDOW_S (other GPU processes too); a measurement contended for at least DURING_SHARE of its
+windows, or sharing a GPU with another process in any window, is ERRORED with the evidence, its
+metrics kept but not judged as hardware. The evidence is in the check's
+details["contention"]. LIMITS is the one table of default thresholds, which a suite's (or a
+check's) `contention:` settings override (limits_of; the limits in force are recorded with the
+evidence); `resources` says which load matters
 to which kind of measurement. $HARNESS_CONTENTION=record records the load but refuses nothing
 (a shared lab machine whose competing load is accepted; the test suite), `off` reads nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 import tempfile
@@ -58,6 +62,11 @@ class Limits:
 
 
 LIMITS = Limits()
+
+
+def limits_of(check: ResolvedCheck) -> Limits:
+    """LIMITS with the suite's and the check's `contention:` thresholds over them."""
+    return dataclasses.replace(LIMITS, **check.contention.limits())
 
 
 def resources(check: ResolvedCheck) -> frozenset[str]:
@@ -236,13 +245,14 @@ class Gate:
         self.gpus = gpus
         self.window_s = window_s or (RECORD_WINDOW_S if self.mode == "record" else WINDOW_S)
 
-    def _read(self, wanted: frozenset[str], disks: frozenset[str] | None) -> tuple[dict[str, Any], list[str]]:
+    def _read(self, wanted: frozenset[str], disks: frozenset[str] | None,
+              lim: Limits) -> tuple[dict[str, Any], list[str]]:
         a = snapshot(self.fs, self.clock, disks)
         self.sleep(self.window_s)
         load: dict[str, Any] = window(a, snapshot(self.fs, self.clock, disks))
         if disks and "io" in wanted:
             load["disks"] = sorted(disks)
-        why = judge(load, wanted, before=True)
+        why = judge(load, wanted, before=True, lim=lim)
         if any(w.startswith("cpu: ") for w in why) and (names := busy_processes(self.fs)):
             load["processes"] = names
             why = [f"{w} ({', '.join(names)})" if w.startswith("cpu: ") and "runnable" in w else w
@@ -260,11 +270,12 @@ class Gate:
             return {}, ""
         wanted, limit, t0 = resources(check), check.contention.timeout, self.clock()
         disks = target_disks(check) if "io" in wanted else None
-        noted = False
+        lim, noted = limits_of(check), False
         while True:
-            load, why = self._read(wanted, disks)
+            load, why = self._read(wanted, disks, lim)
             waited = round(self.clock() - t0 - self.window_s, 1)
-            rec = {"before": load, "waited_s": max(0.0, waited), "timeout_s": limit}
+            rec = {"before": load, "waited_s": max(0.0, waited), "timeout_s": limit,
+                   "limits": dataclasses.asdict(lim)}
             if not why:
                 return {"contention": rec}, ""
             rec["contended"] = why
@@ -279,14 +290,15 @@ class Gate:
     def watch(self, check: ResolvedCheck) -> Watch:
         """A sampler of the competing load while `check` runs (a no-op when the gate does not watch it)."""
         wanted = resources(check) if self.mode != "off" and wants(check) else frozenset()
-        return Watch(self, wanted, target_disks(check) if "io" in wanted else None)
+        return Watch(self, wanted, target_disks(check) if "io" in wanted else None, limits_of(check))
 
 
 class Watch:
     """Samples the competing load every window until stopped; `contended` says what it found."""
 
-    def __init__(self, gate: Gate, wanted: frozenset[str], disks: frozenset[str] | None = None) -> None:
-        self.gate, self.wanted, self.disks = gate, wanted, disks
+    def __init__(self, gate: Gate, wanted: frozenset[str], disks: frozenset[str] | None = None,
+                 lim: Limits = LIMITS) -> None:
+        self.gate, self.wanted, self.disks, self.lim = gate, wanted, disks, lim
         self.windows: list[dict[str, Any]] = []
         self.found: list[list[str]] = []
         self._stop = threading.Event()
@@ -302,9 +314,19 @@ class Watch:
             load: dict[str, Any] = window(a, b)
             if self.disks:
                 load["disks"] = sorted(self.disks)
+            why = judge(load, self.wanted, before=False, lim=self.lim)
+            if "gpu" in self.wanted and (others := self._gpu_others()):
+                load["gpu_processes"] = others
+                why.append("gpu: other processes on the GPUs: " + "; ".join(others[:4]))
             self.windows.append(load)
-            self.found.append(judge(load, self.wanted, before=False))
+            self.found.append(why)
             a = b
+
+    def _gpu_others(self) -> list[str]:
+        try:
+            return self.gate.gpus()
+        except Exception:  # an NVML that fails now: the check's own telemetry reports the GPU
+            return []
 
     def stop(self) -> None:
         if self._thread is not None:
@@ -320,6 +342,11 @@ class Watch:
     def contended(self) -> str:
         """What contended the measurement for at least DURING_SHARE of its windows ("" for nothing)."""
         hit = [f for f in self.found if f]
+        gpu = [i for i, w in enumerate(self.windows) if w.get("gpu_processes")]
+        if gpu:  # another process on the GPUs shares them with the measurement, however briefly
+            seen = "; ".join(self.windows[gpu[0]]["gpu_processes"][:4])
+            return (f"gpu: other processes on the GPUs in {len(gpu)} of {len(self.windows)} windows, "
+                    f"first in window {gpu[0] + 1}: {seen}")
         if not self.windows or len(hit) < DURING_SHARE * len(self.windows):
             return ""
         worst: list[str] = sorted(hit, key=len)[-1]
@@ -330,5 +357,9 @@ class Watch:
             return {}
         worst = {k: max(w.get(k, 0) for w in self.windows) for k in
                  ("runnable_per_cpu", "steal", "psi_memory_some", "foreign_io_bps")} if self.windows else {}
-        return {"windows": len(self.windows), "contended_windows": sum(1 for f in self.found if f),
-                "worst": worst, "contended": self.contended}
+        out = {"windows": len(self.windows), "contended_windows": sum(1 for f in self.found if f),
+               "worst": worst, "contended": self.contended}
+        gpu = [w["gpu_processes"] for w in self.windows if w.get("gpu_processes")]
+        if gpu:
+            out["gpu_processes"] = sorted({p for ps in gpu for p in ps})
+        return out

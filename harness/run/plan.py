@@ -300,10 +300,11 @@ def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profil
         for cmd in commands:
             lines.append(f"   $ {shlex.join(cmd.argv)}" + (f"   # {cmd.note}" if cmd.note else ""))
         own = pc.own_rules
-        built_in = [*(c.kind.verdicts(c.params, hardware) if c.kind.verdicts else ()),
-                    *telemetry.verdicts(c.params), *(afterload.verdicts() if c.kind.loads_node else ())]
-        if c.kind.config_plan is not None:
-            lines += c.kind.config_plan(c.params, profile.profile.name, profile.profile.config)
+        hooks = c.kind.hooks
+        built_in = [*(hooks.verdicts(c.params, hardware) if hooks.verdicts else ()),
+                    *telemetry.verdicts(c.params), *(afterload.verdicts() if hooks.loads_node else ())]
+        if hooks.config_plan is not None:
+            lines += hooks.config_plan(c.params, profile.profile.name, profile.profile.config)
         elif not pc.rules and not own and not built_in:
             lines.append("   (no expectations: metrics are recorded only)")
         lines += [f"   verdict: {v}" for v in built_in]

@@ -211,7 +211,8 @@ class Runner:
 
     def _run_one(self, index: int, pc: PlannedCheck) -> CheckResult:
         c = pc.check
-        est = c.kind.estimate_s(c.params) * c.repeat if c.kind.estimate_s else None
+        estimate = c.kind.hooks.estimate_s
+        est = estimate(c.params) * c.repeat if estimate else None
         self.ctx.progress.check_started(index, pc.id, c.kind.name, c.timeout_s, est)
         log.info("check %s (%s) started", pc.id, c.kind.name)
         started = utcnow()

@@ -155,7 +155,7 @@ def observe(kind: CheckKind, params: Any, ctx: CheckContext,
         return replace(out, details={**out.details, "telemetry": {"error": str(e)}})
     critical = list((ctx.hardware.get("gpu") or {}).get("xid_critical") or gpu_health.DEFAULT_CRITICAL_XIDS)
     notes: list[str] = []
-    before = _reading(nv, ctx, critical, "before", notes) if kind.loads_node else None
+    before = _reading(nv, ctx, critical, "before", notes) if kind.hooks.loads_node else None
     t0 = time.monotonic()
     sampler = Sampler(nv.sample, period).start()
     saved: Path | None = None
@@ -185,7 +185,8 @@ def observe(kind: CheckKind, params: Any, ctx: CheckContext,
         summary["error"] = sampler.error
     named = {f.labels.get("gpu") for f in out.findings if f.metric == "gpu.lost"}  # the kind said it
     names = gpu_identity.names(ctx.inventory.get("gpus", []))
-    found = (*out.findings, *(f for f in telemetry_metrics.findings(series, names, links=tp is not None)
+    found = (*out.findings, *(f for f in telemetry_metrics.findings(
+        series, names, links=tp is not None or kind.judges_pcie_link)
                               if not (f.metric == "gpu.lost" and f.labels.get("gpu") in named)))
     details = {**out.details, "telemetry": summary}
     if before is not None and after is not None:

@@ -253,8 +253,9 @@ def declared_directions(planned: Sequence[PlannedCheck]) -> dict[str, dict[str, 
     `better: higher`): what baselines, trends and `compare` read beside the catalogue."""
     out: dict[str, dict[str, str]] = {}
     for pc in planned:
-        if pc.check.kind.declared_metrics is not None:
-            mine = {n: s.better for n, s in pc.check.kind.declared_metrics(pc.check.params).items()}
+        declared = pc.check.kind.hooks.declared_metrics
+        if declared is not None:
+            mine = {n: s.better for n, s in declared(pc.check.params).items()}
             if mine:
                 out[pc.id] = mine
     return out

@@ -292,7 +292,7 @@ def test_plan():
     argvs = [c.argv for c in KIND.plan(p, {})]
     assert argvs[1:] == [("sleep", "30"), argvs[0], ("ibstat",)]
     assert argvs[0][1].startswith("/sys/class/infiniband/<device>/ports/<n>/")
-    assert KIND.estimate_s is not None and KIND.estimate_s(IbPortsParams()) == 10.0
+    assert KIND.hooks.estimate_s is not None and KIND.hooks.estimate_s(IbPortsParams()) == 10.0
 
 
 def test_six_of_eight_hcas_with_two_unbound_on_the_bus_errors_naming_the_driver(tmp_path, monkeypatch):

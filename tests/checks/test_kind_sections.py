@@ -11,8 +11,8 @@ from harness import sections
 from harness.checks.registry import kinds
 from harness.config.factrule import FactRule
 
-# Written for any kind: by the runner (telemetry, settle) and by history's drift check (notes).
-BESIDE_KINDS = {"telemetry", "settle", "notes"}
+# Written for any kind: by the runner (telemetry, settle, contention) and by history's drift check (notes).
+BESIDE_KINDS = {"telemetry", "settle", "contention", "notes"}
 PLAN = Path(__file__).resolve().parents[2] / "harness" / "run" / "plan.py"
 
 
@@ -28,12 +28,13 @@ def test_every_declared_section_is_typed_and_every_section_has_a_writer() -> Non
 
 def test_the_config_audit_plan_lines_come_from_the_kind() -> None:
     kind = kinds()["config_audit"]
-    assert kind.config_plan is not None
+    config_plan = kind.hooks.config_plan
+    assert config_plan is not None
     params = kind.params.model_validate({"rules": [{"fact": "gpu.persistence_mode", "equals": True}]})
-    lines = kind.config_plan(params, "p", [FactRule.model_validate({"fact": "host.kernel", "equals": "6.1"})])
+    lines = config_plan(params, "p", [FactRule.model_validate({"fact": "host.kernel", "equals": "6.1"})])
     assert [ln.split(":")[0].strip() for ln in lines] == ["config host.kernel", "config gpu.persistence_mode"]
     assert lines[0].endswith("[fail; p]") and lines[1].endswith("[fail; suite]")
-    assert kind.config_plan(kind.params(), "p", []) == [
+    assert config_plan(kind.params(), "p", []) == [
         "   (no config rules in profile p: facts are recorded only)"]
 
 

@@ -2,7 +2,7 @@
 nvme-cli and smartctl failing on a missing controller, and the link metrics from sysfs.
 
 The development machines have no NVMe, so a healthy end-to-end read cannot run here; the
-parsers it uses are tested on real captured output (test_parse_nvme_smart, test_parse_smartctl).
+parsers it uses are tested on real captured output (tests/parsers/test_nvme_smart.py, test_smartctl.py).
 """
 
 from __future__ import annotations

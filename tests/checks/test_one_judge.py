@@ -10,9 +10,9 @@ import pytest
 
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
 CHECKS = sorted((HARNESS / "checks").rglob("*.py"))  # the kinds and their packages (checks/fio/)
-# The judge (compare, and siblings which it calls), the record's own from_dict, and history's drift
-# check (judged after the run, from stored history, not from a check kind).
-BUILDERS = {"compare.py", "siblings.py", "model.py", "history/drift.py"}
+# The judge (compare, and siblings which it calls) and the record's own from_dict; history's drift
+# is judged by compare.judge too.
+BUILDERS = {"compare.py", "siblings.py", "model.py"}
 JUDGES = {"judge", "evaluate"}
 
 

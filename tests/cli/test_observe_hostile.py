@@ -4,13 +4,12 @@ that mean something, and an --output that is not a directory is a usage error.""
 
 from __future__ import annotations
 
-import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from clihelp import harness
+from prochelp import assert_ends
 
 HOSTILE = ("import ctypes\n"
            "ctypes.CDLL(None).prctl(15, b'\\x1b[2Jevil', 0, 0, 0)\n"  # PR_SET_NAME
@@ -27,28 +26,13 @@ def test_a_hostile_process_name_is_escaped_in_the_verdict_line() -> None:
     assert verdict.startswith("cpu-bound: ") and r"\x1b[2Jevil (pid " in verdict
 
 
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state in ("Z", "X")
-
-
 def test_a_setsid_child_of_the_command_does_not_outlive_the_window(tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
     r = harness("observe", "--duration", "1", "--interval", "0.2", "--", "sh", "-c",
                 f"setsid sleep 300 & echo $! > {pidfile}; sleep 30", timeout=60)
     assert r.returncode == 0, r.stderr
     pid = int(pidfile.read_text())
-    deadline = time.monotonic() + 10
-    while not _gone(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    try:
-        assert _gone(pid), f"the setsid child {pid} outlived the window"
-    finally:
-        if not _gone(pid):
-            os.kill(pid, 9)
+    assert_ends(pid, 10, f"the setsid child {pid} outlived the window")
 
 
 @pytest.mark.parametrize("value", ["min_share=nan", "min_share=inf", "min_share=-5", "majflt=inf",

@@ -10,21 +10,20 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
-import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from clihelp import ROOT, harness, run_dirs
+from trusthelp import TINY, link, plant, shared_dir, uid, user
 
 from harness.config import paths
 from harness.config.loader import load_profile
 from harness.errors import ConfigError
+from harness.fsutil import untrusted
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="plants files as another user: needs root")
 
@@ -37,46 +36,12 @@ checks:
       argv: [sh, -c, "id > {proof}"]
 """
 
-TINY = """\
-name: tiny
-checks:
-  - id: ok
-    kind: command
-    params:
-      argv: [{python}, -c, "print('v: 1')"]
-      metrics:
-        - {{name: app.v, unit: count, better: higher, regex: 'v: (?P<value>[0-9]+)'}}
-    expect:
-      - {{metric: app.v, min: 1, unit: count}}
-"""
-
-
-def _user() -> str:
-    try:
-        pwd.getpwnam("nobody")
-        return "nobody"
-    except KeyError:  # pragma: no cover - every Debian has nobody; make one otherwise
-        subprocess.run(["useradd", "--system", "--no-create-home", "harness-test-user"], check=True)
-        return "harness-test-user"
-
 
 @pytest.fixture()
 def shared() -> Iterator[Path]:
     """A world-writable, sticky directory anyone can reach (as /tmp is), removed afterwards."""
-    d = Path(tempfile.mkdtemp(prefix="harness-shared-", dir="/tmp"))
-    d.chmod(0o1777)
-    try:
+    with shared_dir() as d:
         yield d
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
-
-
-def plant(where: Path, files: dict[str, str]) -> None:
-    """Write `files` (relative path -> text) under `where` as the unprivileged user."""
-    q = shlex.quote
-    script = "set -e\n" + "".join(f"mkdir -p {q(str(Path(rel).parent))}\nprintf '%s' {q(text)} > {q(rel)}\n"
-                                   for rel, text in files.items())
-    subprocess.run(["sh", "-c", script], cwd=where, user=_user(), check=True, timeout=30)
 
 
 def env_for(tmp_path: Path) -> dict[str, str]:
@@ -104,7 +69,7 @@ def test_a_planted_suite_and_profile_are_passed_over_and_named(shared: Path, tmp
     assert f"profile generic  (shipped: {paths.package_dir('profiles') / 'generic.yaml'}" in r.stdout
     for planted in ("suites/smoke.yaml", "profiles/generic.yaml", "profiles/broken.yaml"):
         assert (f"warning: passed over {shared / planted}: not trusted: {shared / planted} is owned by "
-                f"uid {pwd.getpwnam(_user()).pw_uid} ({_user()})") in r.stderr
+                f"uid {uid()} ({user()})") in r.stderr
     assert "pwn" not in r.stdout and not proof.exists()
 
 
@@ -181,6 +146,34 @@ def test_an_output_directory_someone_else_can_write_is_refused(shared: Path, tmp
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+@as_root
+def test_another_users_symlink_steers_no_output_and_no_suite(shared: Path, tmp_path: Path) -> None:
+    """Her `reports` -> a directory of root's, her `tiny.yaml` -> root's own suite: each target is
+    root's, but the link is hers (she chooses where root writes, and could turn it
+    elsewhere after the check): refused, naming the link, and nothing lands behind it."""
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(TINY.format(python=sys.executable))
+    roots = tmp_path / "roots-own"
+    roots.mkdir()
+    link(shared, "reports", roots)
+    link(shared, "tiny.yaml", suite)
+    env = env_for(tmp_path)
+    r = cli("run", str(suite), "--profile", "generic", "--history", "off", cwd=shared, env=env)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert (f"--output reports: not trusted: {shared / 'reports'} is a symlink owned by uid {uid()} "
+            f"({user()})") in r.stderr
+    r = cli("run", str(shared / "tiny.yaml"), "--profile", "generic", "--output", str(tmp_path / "out"),
+            "--history", "off", cwd=tmp_path, env=env)
+    assert r.returncode == 2 and f"{shared / 'tiny.yaml'} is a symlink owned by uid {uid()}" in r.stderr
+    assert os.listdir(roots) == []
+    # root's own link to root's own directory is followed as before
+    (tmp_path / "mine").symlink_to(roots)
+    r = cli("run", str(suite), "--profile", "generic", "--output", str(tmp_path / "mine"), "--history", "off",
+            cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len(run_dirs(roots)) == 1
+
+
 def test_the_summary_results_and_report_say_where_suite_and_profile_came_from(tmp_path: Path) -> None:
     suite = tmp_path / "tiny.yaml"
     suite.write_text(TINY.format(python=sys.executable))
@@ -241,3 +234,19 @@ def test_harness_list_names_what_it_passes_over(shared: Path, tmp_path: Path) ->
     assert f"  passed over (not trusted): {shared / 'profiles/generic.yaml'}: " in r.stdout
     generic = next(line for line in r.stdout.splitlines() if line.strip().startswith("generic "))
     assert "package" in generic
+
+
+@as_root
+def test_a_foreign_link_anywhere_in_a_chain_of_links_is_found(tmp_path: Path) -> None:
+    """root's link -> her link -> root's directory: the link in the middle is named; a link to
+    itself ends after 40 hops."""
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    (tmp_path / "hers").symlink_to(tmp_path / "real" / "sub")
+    os.lchown(tmp_path / "hers", uid(), -1)
+    (tmp_path / "mine").symlink_to("hers")
+    assert untrusted(tmp_path / "mine" / "x") == (f"{tmp_path / 'hers'} is a symlink owned by uid {uid()} "
+                                                 f"({user()}), not by root or uid 0 (root)")
+    os.lchown(tmp_path / "hers", 0, -1)
+    assert untrusted(tmp_path / "mine") == ""
+    (tmp_path / "loop").symlink_to("loop")
+    assert "more than 40 symlinks" in untrusted(tmp_path / "loop")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from samples import DATA, covers, real_samples, sample_names, uncovered
 
-# mdstat's expectations are keyed by these names (test_parse_mdstat covers the real folder with them)
+# mdstat's expectations are keyed by these names (test_mdstat covers the real folder with them)
 MDSTAT = dict.fromkeys(sample_names("mdstat"), "expected")
 
 

@@ -2,7 +2,7 @@
 loop devices: a file system past offset 0, a backup GPT, an overlapping loop mapping, another
 process writing, and a mkfs attempted while fio writes."""
 
-# ruff: noqa: F811 (the `loops` fixture comes from test_blockdev_guard, as an argument here)
+# ruff: noqa: F811 (the `loops` fixture comes from tests/support/loopdevs.py, as an argument here)
 from __future__ import annotations
 
 import os
@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_blockdev_guard import MIB, WRITE_JOB, head_sha, loops, refusal, run_fio, sh  # noqa: F401
+from loopdevs import MIB, WRITE_JOB, head_sha, loops, refusal, run_fio, sh  # noqa: F401
 
 from harness.platform import blockdev, blockscan
 

@@ -2,14 +2,14 @@
 device (whose file system is mounted), a file system at 100 MiB or at 17 KiB (`sgdisk -a1`) once
 the partition table is gone, and the backup GPT of a disk that grew (not in the last sector)."""
 
-# ruff: noqa: F811 (the `loops` fixture comes from test_blockdev_guard, as an argument here)
+# ruff: noqa: F811 (the `loops` fixture comes from tests/support/loopdevs.py, as an argument here)
 from __future__ import annotations
 
 import os
 import shutil
 from pathlib import Path
 
-from test_blockdev_guard import MIB, head_sha, loops, need, refusal, sh, sysfs  # noqa: F401
+from loopdevs import MIB, head_sha, loops, need, refusal, sh, sysfs  # noqa: F401
 
 from harness.platform import blockdev
 

@@ -4,14 +4,13 @@ be written, tools run as before and the token is the fallback."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from clihelp import ROOT
+from prochelp import assert_ends
 
 from harness.platform import proc, toolcg
 
@@ -23,14 +22,6 @@ checks:
     params:
       argv: [sh, -c, "(setsid env -i sh -c 'sleep 300 & echo $! > {pidfile}' &); sleep 0.5; echo done"]
 """
-
-
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state in ("Z", "X")
 
 
 def _usable() -> bool:
@@ -54,14 +45,7 @@ def test_a_double_forked_setsid_child_with_no_environment_is_ended_with_its_tool
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 4, r.stdout + r.stderr  # recorded: judged nothing
     pid = int(pidfile.read_text())
-    deadline = time.monotonic() + 5
-    while not _gone(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    try:
-        assert _gone(pid), f"pid {pid} (no token, a session of its own) outlived its tool"
-    finally:
-        if not _gone(pid):
-            os.kill(pid, 9)
+    assert_ends(pid, 5, f"pid {pid} (no token, a session of its own) outlived its tool")
     # each tool's cgroup removed: none made since is left empty (a live one is another run's)
     left = [cg for cg in set(base.glob("harness-tool-*")) - before if _empty(cg)]
     assert left == []

@@ -9,9 +9,9 @@ import typing
 from pathlib import Path
 
 import report_samples as samples
-from test_observe_report import check as observe_check
-from test_observe_report import window
-from test_report_power import power_check
+from observe_samples import check as observe_check
+from observe_samples import window
+from power_samples import power_check
 
 from harness import sections
 from harness.catalog import METRICS

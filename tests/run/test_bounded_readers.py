@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from clihelp import QUICK_FIO, ROOT, harness, results, run_dirs, write
 
+from harness import results as run_files
 from harness.checks.base import CheckContext
 from harness.errors import ToolError
 from harness.platform import proc
@@ -56,7 +57,7 @@ def test_report_and_export_refuse_a_6_gb_results_json_in_one_line(runs, tmp_path
         r = _limited(*args)
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert r.stderr.strip().splitlines() == [
-            f"{huge / 'results.json'}:1:1: larger than 256 MiB ({SPARSE} bytes): not read"], r.stderr
+            f"{huge / 'results.json'}:1:1: larger than 64 MiB ({SPARSE} bytes): not read"], r.stderr
     assert not (tmp_path / "x.csv").exists()
 
 
@@ -67,7 +68,26 @@ def test_history_import_names_the_huge_run_and_imports_the_others(runs, tmp_path
     assert r.returncode == 2, r.stdout + r.stderr
     assert "imported 1 run(s)" in r.stdout and f"{good.name}: node " in r.stdout
     assert r.stderr.strip().splitlines() == [
-        f"{huge / 'results.json'}:1:1: larger than 256 MiB ({SPARSE} bytes): not read"], r.stderr
+        f"{huge / 'results.json'}:1:1: larger than 64 MiB ({SPARSE} bytes): not read"], r.stderr
+
+
+def test_every_reader_holds_to_the_one_rule_no_symlinked_results_json(runs, tmp_path: Path) -> None:
+    """Issue #30: `report`, `export` and `history import` read results.json as the fleet does: a
+    regular file of at most results.MAX_BYTES, not reached through a symlink (it could be one to
+    a file of the reading host's)."""
+    good, _ = runs
+    linked = tmp_path / "linked-run"
+    shutil.copytree(good, linked)
+    (linked / "results.json").unlink()
+    (linked / "results.json").symlink_to(good / "results.json")
+    for args in (["report", str(linked)], ["export", str(linked), "-o", str(tmp_path / "x.csv")],
+                 ["history", "import", str(linked), "--history", str(tmp_path / "h.sqlite")]):
+        r = _limited(*args)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert r.stderr.strip().splitlines() == [
+            f"{linked / 'results.json'}:1:1: a symlink: not followed (a run file is read only as a "
+            "regular file)"], (args, r.stderr)
+    assert run_files.MAX_BYTES == 64 * 2**20  # the one cap, the fleet's too (tests/fleet/test_fleet_read.py)
 
 
 def _writer(total_mib: int, pause_s: float = 0.0) -> list[str]:

@@ -28,7 +28,7 @@ checks:
 
 def test_every_kind_says_whether_it_loads_the_node() -> None:
     table = kinds()
-    readers = {n for n, k in table.items() if k.loads_node is False}
+    readers = {n for n, k in table.items() if k.hooks.loads_node is False}
     assert {"config_audit", "inventory", "gpu_health", "nvme_health", "mdraid"} <= readers
     assert not {"fio", "gpu_burn", "nccl", "iperf3", "power_headroom"} & readers
     prolog = config.load_suite(ROOT / "suites" / "prolog.yaml", kinds())

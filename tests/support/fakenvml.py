@@ -89,7 +89,8 @@ class FakeGpu:
     mem_used: float | Callable[[int], float] = 1 << 30  # bytes
     pcie_rx_kbps: float | Callable[[int], float] = 0.0  # KB/s, as nvmlDeviceGetPcieThroughput
     pcie_tx_kbps: float | Callable[[int], float] = 0.0
-    processes: list[tuple[int, int]] = field(default_factory=list)  # (pid, GPU memory bytes)
+    # (pid, GPU memory bytes) of other compute processes, or a schedule over the read number
+    processes: list[tuple[int, int]] | Callable[[int], list[tuple[int, int]]] = field(default_factory=list)
     reads: int = 0
     t0: float = field(default_factory=time.monotonic)
 
@@ -236,7 +237,8 @@ def module(gpus: list[FakeGpu], fail_init: str | None = None, driver: str = "550
         "nvmlDeviceGetPcieThroughput": lambda h, counter: int(
             gpu(h).at(gpu(h).pcie_rx_kbps if counter == 1 else gpu(h).pcie_tx_kbps)),
         "nvmlDeviceGetComputeRunningProcesses": lambda h: [
-            types.SimpleNamespace(pid=pid, usedGpuMemory=mem) for pid, mem in gpu(h).processes],
+            types.SimpleNamespace(pid=pid, usedGpuMemory=mem) for pid, mem in
+            (gpu(h).processes(gpu(h).reads) if callable(gpu(h).processes) else gpu(h).processes)],
         "nvmlDeviceGetTemperature": temperature, "nvmlDeviceGetFieldValues": field_values,
         "nvmlDeviceGetPowerUsage": lambda h: int(gpu(h).at(gpu(h).power_w) * 1000),
         "nvmlDeviceGetTotalEnergyConsumption": energy, "nvmlDeviceGetClockInfo": clock,

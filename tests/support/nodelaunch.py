@@ -4,7 +4,8 @@ the PCI bus root (a /sys/bus/pci/devices tree the test built, tests/pcisysfs).
 Usage: python tests/support/nodelaunch.py SCENARIO.json ARGS...   (ARGS as for `harness`).
 Scenario: {"gpus": [FakeGpu fields...], "bus_ids": ["0000:1b:00.0", ...] (NVML's PCI address of
 each GPU), "nvml_fails": "why" (nvmlInit raises), "pci_root": "/path/to/devices", "memory_bytes": N
-(MemTotal as the node reports it; default: this machine's)}. Everything else,
+(MemTotal as the node reports it; default: this machine's), "ib_root": "/path/to/infiniband" (a
+/sys/class/infiniband tree, tests/ibsysfs; default: this machine's)}. Everything else,
 lsblk (PATH decides which), the CLI, runner, checks and compare, is the real thing.
 """
 
@@ -32,6 +33,10 @@ def main() -> None:
     from harness.platform import pci
 
     pci.SYSFS = Path(scenario["pci_root"])
+    if "ib_root" in scenario:
+        from harness.platform import infiniband
+
+        infiniband.SYSFS = Path(scenario["ib_root"])
     if "memory_bytes" in scenario:  # an 8-GPU node's host memory, not this machine's
         from harness.parsers import sysinfo as parse
 

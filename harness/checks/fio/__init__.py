@@ -19,7 +19,7 @@ from typing import Any
 
 from harness import catalog
 from harness.checks import needs
-from harness.checks.base import CheckContext, CheckKind, CheckOutput, PlannedCommand
+from harness.checks.base import CheckContext, CheckKind, CheckOutput, KindHooks, PlannedCommand
 from harness.checks.fio import medium as fio_medium
 from harness.checks.fio import multi as fio_multi
 from harness.checks.fio import presets as fio_presets
@@ -107,9 +107,11 @@ KIND = CheckKind(
                             "fio.clat_p99", "fio.clat_p999", "fio.persist_time"]),
     run=run,
     plan=plan,
-    needs=frozenset({"fio"}),
-    estimate_s=estimate_s,
-    own_rules=own_rules,
-    loads_node=True,
-    requires=(needs.tool("fio"),),
+    hooks=KindHooks(
+        needs=frozenset({"fio"}),
+        estimate_s=estimate_s,
+        own_rules=own_rules,
+        loads_node=True,
+        requires=(needs.tool("fio"),),
+    ),
 )

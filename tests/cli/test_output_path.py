@@ -1,5 +1,5 @@
 """`--output` that cannot hold a run is bad input (exit 2, one line), found before any work and in the
-dry run too; a full disk while writing stays an environment error (tested in test_cli_disk_full)."""
+dry run too; a full disk while writing stays an environment error (tested in tests/run/test_disk_full.py)."""
 
 from __future__ import annotations
 

@@ -127,3 +127,52 @@ def test_nccl_busbw_against_go_live_on_an_8_gpu_node(tmp_path: Path):
               if e["metric"] == "nccl.busbw" and e["labels"]["vs"] == "go-live"]
     assert judged and all(e["outcome"] == "pass" for e in judged), drift
     assert "since go-live" in judged[0]["message"]
+
+
+def errors_suite(name: str, counter: Path, errors: int, tags: str = "", drift: str = "") -> str:
+    """A suite whose one measuring check reads `errors` counted errors from `counter` (same parameters
+    in every run: the series pair)."""
+    counter.write_text(f"errors {errors}\n")
+    return f"""\
+name: {name}
+{tags}checks:
+  - id: inventory
+    kind: inventory
+  - id: app
+    kind: command
+    params:
+      argv: [cat, "{counter}"]
+      metrics:
+        - {{name: app.errors, unit: count, better: lower, regex: 'errors (?P<value>[0-9]+)'}}
+    expect:
+      - {{metric: app.errors, reference: 0, upper: 5, unit: count}}
+{drift}"""
+
+
+def test_a_percent_limit_against_a_go_live_value_of_0_is_a_note_not_a_pass(tmp_path: Path):
+    """A counter at 0 at go-live and at 3 a quarter later: `rise <= 50%` of 0 cannot be computed, so
+    the rule says so (a note), where it used to pass ("reference is 0, percent limits do not
+    apply"). A suite expectation with reference 0 keeps its tolerance absolute (<= 5 errors), and
+    `harness compare` gives the pair no percent either."""
+    store = tmp_path / "history.sqlite"
+    counter = tmp_path / "counter"
+    golive = run(tmp_path, "acceptance", errors_suite("acc", counter, 0, tags="tags: [acceptance]\n"), store)
+    assert golive["verdict"] == "ACCEPTED"
+    rules = ("drift:\n"
+             "  - {metric: app.errors, check: app, vs: golive, max_rise_pct: 50, severity: fail}\n"
+             "  - {metric: app.errors, vs: golive, max_growth: 2, severity: warn}\n")
+    q = run(tmp_path, "quarterly", errors_suite("quarter", counter, 3, drift=rules), store)
+    app = next(c for c in q["checks"] if c["id"] == "app")
+    (own,) = app["evaluations"]
+    assert (own["outcome"], own["low"], own["high"]) == ("pass", None, 5.0)  # absolute: <= 5 count
+    drift = next(c for c in q["checks"] if c["kind"] == "drift")
+    (grew,) = drift["evaluations"]  # the growth rule is judged; the percent rule is not
+    assert (grew["outcome"], grew["reference"], grew["high"]) == ("warn", 0.0, 2.0), grew
+    assert grew["message"].startswith("drifted: +3 count since go-live"), grew["message"]
+    assert "app/app.errors: no reference to compare with (go-live value is 0)" in drift["details"]["notes"]
+    assert drift["status"] == "warned" and q["verdict"] == "ACCEPTED"  # a warning, nothing failed
+    (a,), (b,) = run_dirs(tmp_path / "acceptance"), run_dirs(tmp_path / "quarterly")
+    r = harness("compare", str(a), str(b), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    (row,) = [row for row in json.loads(r.stdout)["rows"] if row["metric"] == "app.errors"]
+    assert (row["a"], row["b"], row["delta_pct"]) == (0.0, 3.0, None)

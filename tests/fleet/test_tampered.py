@@ -5,21 +5,14 @@ the field, as an unreadable file does; `harness fleet report` neither crashes no
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from clihelp import harness
-from fleet_samples import record
+from fleetdirs import Edit, make_fleet, node_run_dir
 
-from harness import results
-from harness.fleet import layout
 from harness.fleet.collect import load_record, load_run
-from harness.fleet.layout import Manifest, NodeJob, SeenJob
-from harness.fleet.slurmtext import JobInfo
-
-Edit = Callable[[dict[str, Any]], None]
 
 
 def _gpus(doc: dict[str, Any]) -> None:
@@ -34,31 +27,6 @@ def _gpu_names(doc: dict[str, Any]) -> None:
     doc["inventory"]["gpus"] = ["not a gpu"]
 
 
-def _run_dir(fleet: Path, node: str) -> Path:
-    return layout.node_dir(fleet, node) / f"{node}-20261129T100000Z"
-
-
-def make_fleet(fleet: Path, bad: dict[str, Edit | str]) -> None:
-    """Four good nodes and the `bad` ones: an edit of a valid results.json, or raw text."""
-    nodes = [*(f"n{i}" for i in range(4)), *bad]
-    for node in nodes:
-        d = _run_dir(fleet, node)
-        d.mkdir(parents=True)
-        results.write(d, record(node, 100.0))
-        change = bad.get(node)
-        if isinstance(change, str):
-            (d / "results.json").write_text(change)
-        elif change is not None:
-            doc = json.loads((d / "results.json").read_text())
-            change(doc)
-            (d / "results.json").write_text(json.dumps(doc))
-    jobs = {n: NodeJob(n, str(i)) for i, n in enumerate(nodes, 1)}
-    layout.save_manifest(fleet, Manifest("/s.yaml", "tamper", None, tuple(nodes), "2026-11-29T10:00:00Z",
-                                         jobs))
-    layout.save_jobs(fleet, {n: SeenJob(JobInfo(j.job_id or "", "COMPLETED", "", n, "h", 0, 0),
-                                        "2026-11-29T10:01:00Z") for n, j in jobs.items()})
-
-
 @pytest.mark.parametrize(("edit", "field", "message"), [
     (_gpus, "inventory.gpus", "should be a valid list"),
     (_gpu_names, "inventory.gpus.0", "should be a valid dictionary"),
@@ -67,7 +35,7 @@ def make_fleet(fleet: Path, bad: dict[str, Edit | str]) -> None:
 def test_a_tampered_value_is_one_line_naming_file_and_field(tmp_path: Path, edit: Edit, field: str,
                                                             message: str):
     make_fleet(tmp_path, {"bad": edit})
-    path = _run_dir(tmp_path, "bad") / "results.json"
+    path = node_run_dir(tmp_path, "bad") / "results.json"
     for record_, why in (load_record(path.parent), load_run(path.parent)[::2]):
         assert record_ is None and why.startswith(f"{path}: {field}: {message}") and "\n" not in why
     assert load_run(path.parent)[1] == []  # nothing of it reaches the fleet statistics
@@ -75,7 +43,7 @@ def test_a_tampered_value_is_one_line_naming_file_and_field(tmp_path: Path, edit
 
 def test_a_nan_is_named_by_its_field(tmp_path: Path):
     make_fleet(tmp_path, {"nan": lambda doc: None})
-    path = _run_dir(tmp_path, "nan") / "results.json"
+    path = node_run_dir(tmp_path, "nan") / "results.json"
     raw = path.read_text().replace('"value": 100.0', '"value": NaN', 1)
     assert "NaN" in raw
     path.write_text(raw)

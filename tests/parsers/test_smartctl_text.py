@@ -3,7 +3,7 @@
 The locale variants are made from the real `linuxfabrik-samsung-pm981-smartctl70-a.txt` by
 regrouping its numbers the way smartctl prints them under other locales (the German figures of
 issue #20: `1.069` hours, `20.118.246 [10,3 TB]`); the real dot/comma sample is the zbx-smartctl
-fragment in test_parse_smartctl.
+fragment in test_smartctl.
 """
 
 from __future__ import annotations

@@ -9,25 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.fleet import dispatch
+from trusthelp import TINY
 
-SUITE = """\
-name: tiny
-checks:
-  - id: ok
-    kind: command
-    params:
-      argv: [{python}, -c, "print('v: 1')"]
-      metrics:
-        - {{name: app.v, unit: count, better: higher, regex: 'v: (?P<value>[0-9]+)'}}
-    expect:
-      - {{metric: app.v, min: 1, unit: count}}
-"""
+from harness.fleet import dispatch
 
 
 def test_the_job_imports_nothing_and_reads_no_profile_from_where_it_starts(tmp_path: Path) -> None:
     suite = tmp_path / "tiny.yaml"
-    suite.write_text(SUITE.format(python=sys.executable))
+    suite.write_text(TINY.format(python=sys.executable))
     node_dir = tmp_path / "fleet" / "nodes" / "n1"
     (node_dir / "yaml").mkdir(parents=True)
     proof = tmp_path / "imported"

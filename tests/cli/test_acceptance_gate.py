@@ -100,3 +100,47 @@ def test_host_memory_floor_of_an_h100_node(tmp_path: Path, mem: int, outcome: st
             inventory_probe=lambda: inventory(mem), history="off")
     doc = json.loads((run_dirs(out)[0] / "results.json").read_text())
     assert outcomes(doc, "inventory", "host.memory") == [(outcome, 1099511627776)]
+
+
+BURN = """\
+name: burn
+checks:
+  - id: gpu-burn
+    kind: command
+    params:
+      argv: [echo, "{tflops}"]
+      metrics:
+        - {{name: gpu_burn.tflops, unit: TFLOPS, regex: '(?P<value>[0-9.]+)', labels: {{dtype: bf16}}}}
+"""
+
+
+@pytest.mark.parametrize("tflops,code,outcome", [(760, 0, [("pass", 632), ("pass", 711)]),  # healthy
+                                                 (680, 0, [("pass", 632), ("warn", 711)]),  # slow: warns
+                                                 (600, 1, [("fail", 632), ("warn", 711)])])  # capped
+def test_an_h200_burn_fails_below_80_percent_of_its_measured_bf16(tmp_path: Path, tflops: int, code: int,
+                                                                   outcome: list):
+    """Before, 600 TFLOPS failed only the 711 floor, with no warn band between; now as the H100's."""
+    out = tmp_path / "out"
+    r = harness("run", str(write(tmp_path / "burn.yaml", BURN.format(tflops=tflops))), "--profile",
+                "h200-sxm-8x", "--output", str(out), "--history", "off")
+    assert r.returncode == code, r.stdout + r.stderr
+    assert outcomes(results(run_dirs(out)[0]), "gpu-burn", "gpu_burn.tflops") == outcome
+
+
+@pytest.mark.parametrize("profile,gpu,mem,outcome", [
+    ("b200-sxm-8x", "NVIDIA B200", 2_010_000_000_000, "pass"),  # DGX B200's 2 TB as MemTotal reads it
+    ("b200-sxm-8x", "NVIDIA B200", 549_755_813_888, "fail"),  # 512 GiB: DIMMs lost
+    ("b300-sxm-8x", "NVIDIA B300 SXM6 AC", 2_010_000_000_000, "pass"),
+    ("b300-sxm-8x", "NVIDIA B300 SXM6 AC", 8_589_934_592, "fail"),  # 8 GiB passed the generic 2 GiB
+    ("gb200-nvl-4x", "NVIDIA GB200", 884_000_000_000, "pass"),  # two Graces' LPDDR5X less firmware
+    ("gb200-nvl-4x", "NVIDIA GB200", 442_000_000_000, "fail"),  # one Grace's memory missing
+])
+def test_host_memory_floor_of_a_blackwell_node(tmp_path: Path, profile: str, gpu: str, mem: int,
+                                               outcome: str):
+    out = tmp_path / "out"
+    inv = {**inventory(mem), "gpus": [{"index": i, "name": gpu} for i in range(8)]}
+    app.run(suite=str(write(tmp_path / "inv.yaml", INVENTORY_ONLY)), profile=profile, output=out,
+            inventory_probe=lambda: inv, history="off")
+    doc = json.loads((run_dirs(out)[0] / "results.json").read_text())
+    floor = 480_000_000_000 if profile.startswith("gb200") else 1099511627776
+    assert outcomes(doc, "inventory", "host.memory") == [(outcome, floor)]

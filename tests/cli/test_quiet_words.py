@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpunode import H100, SUITE, check, node
 from pcisysfs import gpu_addresses, lines, write_tree
-from test_cli_gpu_node import H100, SUITE, check, node
 
 
 def _bus() -> list[str]:

@@ -15,18 +15,19 @@ from typing import Any
 import pytest
 from clihelp import harness
 from fleet_samples import record
+from fleetdirs import make_fleet, node_run_dir
 from pydantic import TypeAdapter
-from test_fleet_tampered import _run_dir, make_fleet
 
 from harness import results
 from harness.fleet import collect
+from harness.fleet import record as record_doc
 from harness.fleet.collect import load_record, load_run
 from harness.model import CheckResult, Metric, RunRecord, Status, ToolRun
 
 
 def test_a_clean_file_is_read_in_one_compiled_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     make_fleet(tmp_path, {})
-    run_dir = _run_dir(tmp_path, "n0")
+    run_dir = node_run_dir(tmp_path, "n0")
 
     def refused(*_a: Any, **_k: Any) -> Any:
         raise AssertionError("a clean results.json is read in Python")
@@ -51,7 +52,7 @@ def test_a_clean_file_is_read_in_one_compiled_pass(tmp_path: Path, monkeypatch: 
 ])
 def test_a_refused_file_is_named_as_the_slow_read_names_it(tmp_path: Path, raw: Any, why: str):
     make_fleet(tmp_path, {"bad": raw})
-    path = _run_dir(tmp_path, "bad") / "results.json"
+    path = node_run_dir(tmp_path, "bad") / "results.json"
     rec, rows, got = load_run(path.parent)
     assert rec is None and rows == [] and got.startswith(f"{path}: {why}") and "\n" not in got
     assert load_record(path.parent)[1] == got
@@ -59,7 +60,7 @@ def test_a_refused_file_is_named_as_the_slow_read_names_it(tmp_path: Path, raw: 
 
 def test_a_6_gb_results_json_is_one_errored_node(tmp_path: Path):
     make_fleet(tmp_path, {"huge": lambda d: None})
-    path = _run_dir(tmp_path, "huge") / "results.json"
+    path = node_run_dir(tmp_path, "huge") / "results.json"
     with path.open("r+b") as f:  # sparse: 6 GB long, a few kB on disk
         f.seek(6 * 10**9)
         f.write(b"}")
@@ -76,7 +77,7 @@ def test_a_6_gb_results_json_is_one_errored_node(tmp_path: Path):
 
 def test_a_symlinked_results_json_is_not_followed(tmp_path: Path):
     make_fleet(tmp_path, {})
-    path = _run_dir(tmp_path, "n1") / "results.json"
+    path = node_run_dir(tmp_path, "n1") / "results.json"
     elsewhere = tmp_path / "elsewhere.json"
     path.rename(elsewhere)
     path.symlink_to(elsewhere)
@@ -84,8 +85,8 @@ def test_a_symlinked_results_json_is_not_followed(tmp_path: Path):
     assert rec is None and why.startswith(f"{path}: unreadable: OSError")
 
 
-@pytest.mark.parametrize(("doc", "cls"), [(results.RunDoc, RunRecord), (results.CheckDoc, CheckResult),
-                                          (results.MetricDoc, Metric)])
+@pytest.mark.parametrize(("doc", "cls"), [(record_doc.RunDoc, RunRecord), (record_doc.CheckDoc, CheckResult),
+                                          (record_doc.MetricDoc, Metric)])
 def test_the_compiled_schema_has_the_record_s_fields(doc: Any, cls: Any):
     fields = {f.name: f for f in dataclasses.fields(cls)}
     assert set(doc.__annotations__) == set(fields)
@@ -105,7 +106,7 @@ def test_the_compiled_read_gives_the_run_and_rows_of_the_whole_record(tmp_path: 
     results.write(tmp_path, whole)
     text = (tmp_path / "results.json").read_text().replace('"value": 100.0', '"value": 100', 1)
     (tmp_path / "results.json").write_text(text)  # an integer where a float belongs: JSON allows it
-    assert results.from_json(text.encode()) is not None
+    assert record_doc.from_json(text.encode()) is not None
     rec, rows, why = load_run(tmp_path)
     assert why == "" and rows == collect.metric_rows(whole)
     assert all(type(r[4]) is float for r in rows)

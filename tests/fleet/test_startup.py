@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from clihelp import ROOT
-from test_fleet_tampered import make_fleet
+from fleetdirs import make_fleet
 
 SUITE = 'name: one\nchecks:\n  - id: app\n    kind: command\n    params:\n      argv: ["true"]\n'
 
@@ -36,3 +36,12 @@ def test_harness_run_loads_no_numpy(tmp_path: Path):
     mods = _imported("run", "one.yaml", "--output", str(tmp_path / "out"), "--history", "off", cwd=tmp_path)
     assert "harness.run.session" in mods and "harness.config" in mods
     assert "numpy" not in mods and "harness.fleet.stats" not in mods
+
+
+def test_a_small_fleet_report_loads_no_process_pool_nor_exporter(tmp_path: Path):
+    """A fleet below the pool's size is read in-process, and nothing is exported unless asked."""
+    make_fleet(tmp_path, {})
+    mods = _imported("fleet", "report", str(tmp_path), cwd=tmp_path)
+    assert "harness.fleet.pool" in mods
+    assert not {"multiprocessing", "concurrent.futures.process", "harness.report.prometheus",
+                "harness.platform.pushgateway"} & mods

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness.checks.base import CheckKind, MetricSpec, Params
+from harness.checks.base import CheckKind, KindHooks, MetricSpec, Params
 from harness.config import (
     find_profile,
     find_suite,
@@ -49,7 +49,8 @@ class CommandParams(Params):
 def _kind(name: str, params: type[Params], metrics: Mapping[str, MetricSpec] | None = None,
           declared: Any = None) -> CheckKind:
     return CheckKind(name=name, description=f"the {name} kind", params=params, metrics=metrics or {},
-                     run=lambda p, c: None, plan=lambda p, i: [], declared_metrics=declared)  # type: ignore
+                     run=lambda p, c: None, plan=lambda p, i: [],  # type: ignore
+                     hooks=KindHooks(declared_metrics=declared))
 
 
 KINDS = {
