@@ -23,7 +23,8 @@ from harness.errors import UsageError
               help="file to write (default: standard output; Parquet needs a file)")
 def export(source: str | None, from_history: bool, store: Path | None, fmt: str | None,
            output: Path | None) -> None:
-    """Write one row per metric value of SOURCE (a run or fleet directory) as CSV, JSON Lines or Parquet.
+    """Write one row per metric value of SOURCE (a run or fleet directory, or a results volume) as CSV,
+    JSON Lines or Parquet.
 
     Columns: node, serial, run, time, suite, profile, check, kind, metric, one column per label,
     value, unit, status, outcome, verdict. In pandas: harness.export.api.read(FILE).

@@ -8,16 +8,26 @@ alias bombs, deep nesting and multi-document files are refused.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
 import yaml
+from yaml.composer import Composer
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+from yaml.resolver import Resolver
 
 from harness.errors import ConfigError, ConfigProblem
+
+CParser: Any
+try:  # libyaml's scanner and parser, when PyYAML was built with it
+    from yaml import _yaml
+    CParser = _yaml.CParser
+except ImportError:  # pragma: no cover - PyYAML without libyaml
+    CParser = None
 
 MAX_BYTES = 4 * 1024 * 1024
 MAX_NODES = 100_000
@@ -88,6 +98,21 @@ def _refuse(node: Node | Any, message: str) -> NoReturn:
     raise _Refused(mark.line + 1, mark.column + 1, message)
 
 
+def _bounded_compose(loader: Any, parent: Node | None, index: Any) -> Node | None:
+    """PyYAML's compose_node, refusing a document nested deeper than MAX_DEPTH or with more
+    than MAX_NODES nodes as it goes."""
+    loader._depth += 1
+    loader._composed += 1
+    try:
+        if loader._depth > MAX_DEPTH:
+            _refuse(loader.peek_event(), f"document is nested deeper than {MAX_DEPTH} levels")
+        if loader._composed > MAX_NODES:
+            _refuse(loader.peek_event(), f"document has more than {MAX_NODES} nodes")
+        return Composer.compose_node(loader, parent, index)
+    finally:
+        loader._depth -= 1
+
+
 class _Loader(yaml.SafeLoader):
     """SafeLoader whose composer bounds nesting depth and node count as it goes."""
 
@@ -97,22 +122,32 @@ class _Loader(yaml.SafeLoader):
         self._composed = 0
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
-        self._depth += 1
-        self._composed += 1
-        try:
-            if self._depth > MAX_DEPTH:
-                _refuse(self.peek_event(), f"document is nested deeper than {MAX_DEPTH} levels")
-            if self._composed > MAX_NODES:
-                _refuse(self.peek_event(), f"document has more than {MAX_NODES} nodes")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
+        return _bounded_compose(self, parent, index)
+
+
+if CParser is not None:
+    class _FastLoader(CParser, Composer, yaml.constructor.SafeConstructor, Resolver):  # type: ignore[misc]
+        """libyaml's scanner and parser under the same bounded Python composer, resolver and
+        safe constructor as _Loader: the same nodes and marks, about 4x faster. It is used
+        for documents that load; one that does not is read again by _Loader, whose messages
+        are the ones reported."""
+
+        def __init__(self, text: str) -> None:
+            CParser.__init__(self, text)
+            Composer.__init__(self)
+            yaml.constructor.SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+            self._depth = 0
+            self._composed = 0
+
+        get_single_node = Composer.get_single_node
+        compose_node = _bounded_compose
 
 
 class _Builder:
     """Turns a node tree into dicts, lists and scalars, filling a Locator on the way."""
 
-    def __init__(self, loader: _Loader, locator: Locator) -> None:
+    def __init__(self, loader: Any, locator: Locator) -> None:
         self.loader = loader
         self.loc = locator
         self.count = 0
@@ -205,7 +240,7 @@ class _Builder:
         _refuse(node, "keys must be plain strings, not lists or mappings")
 
     def _scalar(self, node: ScalarNode) -> Any:
-        if node.tag == _STR and node.style is None:
+        if node.tag == _STR and not node.style:  # plain: None from PyYAML, "" from libyaml
             return _yaml12_number(node.value)
         if node.tag == _STR or node.tag == _T + "timestamp":
             return str(node.value)
@@ -296,10 +331,17 @@ def load_yaml(path: Path) -> tuple[Any, Locator]:
 
 def parse_yaml(text: str, file: str) -> tuple[Any, Locator]:
     """Like load_yaml, for text already read; `file` names it in problems."""
+    if CParser is not None:
+        with contextlib.suppress(Exception):  # read again below, for the pure loader's message
+            return _parse(text, file, _FastLoader)
+    return _parse(text, file, _Loader)
+
+
+def _parse(text: str, file: str, make: Callable[[str], Any]) -> tuple[Any, Locator]:
     locator = Locator(file)
-    loader: _Loader | None = None
+    loader: Any = None
     try:
-        loader = _Loader(text)
+        loader = make(text)
         node = loader.get_single_node()
         if node is None:
             raise _Refused(1, 1, "file is empty (no YAML document)")

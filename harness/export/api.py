@@ -58,7 +58,8 @@ def load_run(run_dir: str | Path) -> Any:
 
 
 def load_fleet(fleet_dir: str | Path) -> Any:
-    """Each node's latest run in a fleet directory (nodes without a readable run are left out)."""
+    """Each node's latest run in a fleet directory or results volume (nodes without a readable run are
+    left out)."""
     return frame(sources.fleet_source(Path(fleet_dir), []))
 
 

@@ -1,5 +1,6 @@
-"""Where rows come from: a run directory, a fleet directory (each node's latest run, as the fleet
-report reads it) or the history store (every recorded run, or one node's).
+"""Where rows come from: a run directory, a fleet directory or a Kubernetes results volume (each
+node's latest run, as the fleet report reads it: harness.fleet.layout) or the history store (every
+recorded run, or one node's).
 
 A source is a function returning a fresh iterator, so a writer can read it twice (once for the
 label columns, once for the rows) without holding a fleet's rows in memory.
@@ -21,13 +22,14 @@ Source = Callable[[], Iterator[Row]]
 
 
 def kind_of(path: Path) -> str:
-    """'run' for a run directory, 'fleet' for a fleet directory; UsageError for anything else."""
+    """'run' for a run directory, 'fleet' for a fleet directory or a results volume; UsageError for
+    anything else."""
     if (path / results.RESULTS).is_file():
         return "run"
-    if (path / layout.MANIFEST).is_file():
+    if (path / layout.MANIFEST).is_file() or layout.volume_manifest(path) is not None:
         return "fleet"
     raise UsageError(f"{path}: neither a run directory (no {results.RESULTS}) nor a fleet directory "
-                     f"(no {layout.MANIFEST})")
+                     f"(no {layout.MANIFEST}) nor a results volume (no <node>/<run>/{results.RESULTS})")
 
 
 def run_source(run_dir: Path) -> Source:
@@ -37,11 +39,16 @@ def run_source(run_dir: Path) -> Source:
 
 
 def fleet_source(fleet_dir: Path, problems: list[str]) -> Source:
-    """Each node's latest run, named as the fleet names it; a node without a readable run adds a line
-    to `problems` (once)."""
+    """Each node's latest run, named as the fleet names it (a results volume's nodes are its folders,
+    never followed through a symlink); a node without a readable run adds a line to `problems` (once)."""
     manifest = layout.load_manifest(fleet_dir)
-    dirs = {n: d[-1] for n in manifest.nodes if (d := layout.run_dirs(fleet_dir, n))}
-    problems.extend(f"{n}: no run directory" for n in manifest.nodes if n not in dirs)
+    volume = layout.is_volume(manifest)
+    dirs = {n: d[-1] for n in manifest.nodes if (d := layout.run_dirs(fleet_dir, n, volume))}
+    for n in manifest.nodes:
+        if n not in dirs:  # a volume's symlinked node folder: the reason it is refused
+            job = manifest.jobs.get(n)
+            why = job.submit_error if volume and job is not None and job.submit_error else ""
+            problems.append(f"{n}: {why or 'no run directory'}")
     reported: set[str] = set()
 
     def rows() -> Iterator[Row]:

@@ -51,6 +51,10 @@ INSTALL_HINTS: Mapping[str, str] = {
 }
 
 KILL_GRACE_S = 3.0
+# A stop (SIGINT/SIGTERM: scancel, a time limit) gives each tool this long after kill_all()'s TERM,
+# then KILLs it: a tool that ignores TERM must not keep the harness past Slurm's KillWait (30 s by
+# default, 5 s in the lab), after which the job's processes are KILLed with the results unwritten.
+STOP_GRACE_S = 2.0
 
 _active: set[subprocess.Popen[bytes]] = set()
 _tokens: dict[int, str] = {}  # pid of a live tool -> its run token
@@ -255,7 +259,8 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float | None, files: Sequence[
 
     Popen.wait with a timeout polls with sleeps of up to 50 ms; a pidfd makes the wait exact,
     which is most of the harness's own overhead on a short tool run. Falls back to polling
-    where pidfds are unsupported (Linux < 5.3, other systems).
+    where pidfds are unsupported (Linux < 5.3, other systems). Returns (True) once kill_all()'s
+    STOP_GRACE_S has passed with the tool still running: the caller's reap() KILLs it.
     """
     end = None if timeout is None else time.monotonic() + timeout
     try:
@@ -265,7 +270,7 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float | None, files: Sequence[
     try:
         while True:
             left = None if end is None else max(0.0, end - time.monotonic())
-            step = left if not files else _WATCH_S if left is None else min(left, _WATCH_S)
+            step = _WATCH_S if left is None else min(left, _WATCH_S)  # wakes to see a stop
             if fd is not None:
                 done = bool(select.select([fd], [], [], step)[0])  # retried on EINTR (PEP 475)
             else:
@@ -277,6 +282,9 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float | None, files: Sequence[
             if done:
                 proc.wait()
                 return True
+            stop_at = getattr(proc, "_harness_stop_at", None)
+            if stop_at is not None and time.monotonic() >= stop_at + STOP_GRACE_S:
+                return True  # stopped and still running: reap() KILLs it
             if any(os.fstat(f).st_size > MAX_RAW_BYTES for f in files):
                 return False
             if left is not None and step is not None and left <= step:
@@ -302,12 +310,14 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> bool:
     carries the tool's token (a daemon that left the group). Reap the leader, waiting at most
     KILL_GRACE_S: one that does not die (D state) is left to a reaper thread. True when reaped."""
     pgid = proc.pid
+    stop_at = getattr(proc, "_harness_stop_at", None)  # kill_all() TERMed it then: its grace runs from there
+    grace = KILL_GRACE_S if stop_at is None else max(0.0, stop_at + STOP_GRACE_S - time.monotonic())
     if proc.poll() is None or group_alive(pgid):
         try:
             os.killpg(pgid, signal.SIGTERM)
         except ProcessLookupError:
             pass
-        deadline = time.monotonic() + KILL_GRACE_S
+        deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             proc.poll()
             if not group_alive(pgid):
@@ -320,7 +330,8 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> bool:
                 pass
     token = getattr(proc, "_harness_token", "")
     if token:
-        procscan.kill_marked([token], KILL_GRACE_S, since=getattr(proc, "_harness_start", 0))
+        procscan.kill_marked([token], KILL_GRACE_S if stop_at is None else min(KILL_GRACE_S, STOP_GRACE_S),
+                             since=getattr(proc, "_harness_start", 0))
     cg = getattr(proc, "_harness_cgroup", None)
     if cg is not None:  # what left the session and cleared its environment is still in here
         toolcg.kill(cg, KILL_GRACE_S)
@@ -393,14 +404,18 @@ def _refuse_if_stopping(argv: tuple[str, ...]) -> None:
 
 
 def kill_all() -> None:
-    """Kill every running tool's process group (called from the signal handler); no tool
-    starts any more inside a live deadline() block."""
+    """TERM every running tool's process group (called from the signal handler); each is KILLed
+    STOP_GRACE_S later if still running (_wait, _kill_group). No tool starts any more inside a
+    live deadline() block."""
+    now = time.monotonic()
     with _lock:
         procs = list(_active)
         for scope in _live_scopes.values():
             scope.stopping = True
     for p in procs:
         p._harness_interrupted = True  # type: ignore[attr-defined]
+        if getattr(p, "_harness_stop_at", None) is None:  # a second signal does not extend the grace
+            p._harness_stop_at = now  # type: ignore[attr-defined]
         try:
             os.killpg(p.pid, signal.SIGTERM)
         except ProcessLookupError:

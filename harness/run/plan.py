@@ -323,7 +323,7 @@ def render_dry_run(suite: LoadedSuite[CheckKind], profile: LoadedProfile, profil
         own = pc.own_rules
         hooks = c.kind.hooks
         built_in = [*(hooks.verdicts(c.params, hardware) if hooks.verdicts else ()),
-                    *telemetry.verdicts(c.params), *(afterload.verdicts() if hooks.loads_node else ())]
+                    *telemetry.verdicts(c.params), *(afterload.verdicts() if c.kind.loads(c.params) else ())]
         if hooks.config_plan is not None:
             lines += hooks.config_plan(c.params, profile.profile.name, profile.profile.config)
         elif not pc.rules and not own and not built_in:

@@ -234,6 +234,8 @@ class Runner:
             details.update(self.gate.before(c, self.ctx.inventory, self._stopped, cctx.progress))
             load, busy = self.contention.before(c, self._stopped, cctx.progress)
             details.update(load)
+            if busy and self.signum is not None:  # the wait was cut short by the stop: not run
+                return self._interrupted(base, t0, cctx, metrics)
             if busy:  # a busy node is not a bad one: nothing measured, nothing judged
                 return self._done(base, t0, cctx, Status.ERRORED, f"contended: {busy}", metrics,
                                   details=details)

@@ -155,7 +155,7 @@ def observe(kind: CheckKind, params: Any, ctx: CheckContext,
         return replace(out, details={**out.details, "telemetry": {"error": str(e)}})
     critical = list((ctx.hardware.get("gpu") or {}).get("xid_critical") or gpu_health.DEFAULT_CRITICAL_XIDS)
     notes: list[str] = []
-    before = _reading(nv, ctx, critical, "before", notes) if kind.hooks.loads_node else None
+    before = _reading(nv, ctx, critical, "before", notes) if kind.loads(params) else None
     t0 = time.monotonic()
     sampler = Sampler(nv.sample, period).start()
     saved: Path | None = None

@@ -205,14 +205,88 @@ def test_never_started_cancelled_and_refused_nodes_are_errored(lab: Lab, tmp_pat
         lab.run("scontrol", "update", "nodename=n4", "state=resume")
 
 
+STUBBORN = """\
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # ignores scancel's TERM (sent to every process)
+open(sys.argv[1], "w").write(str(os.getpid()))
+time.sleep(300)
+"""
+
+
+def _gone(pid: int) -> bool:
+    """Whether `pid` has exited (a zombie left to init counts as gone: it holds no lock, runs nothing)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def test_a_cancelled_job_ends_only_once_its_harness_and_tools_are_gone(lab: Lab, tmp_path: Path):
+    """scancel TERMs every process of the job. The job's shell died of it, which handed the harness
+    to init: Slurm (proctrack/linuxproc tracks the process tree) ended the job at once and gave the
+    node to the next job while the harness, waiting on a tool that ignores TERM, held the node's run
+    lock for the tool's whole 300 s ("another run is in progress"). Now the job ends only once the
+    harness and its tools are gone, within KillWait (5 s), with the run written and interrupted."""
+    import fcntl
+
+    (tmp_path / "stubborn.py").write_text(STUBBORN)
+    tool_pid_file = tmp_path / "tool.pid"
+    suite = write(tmp_path / "suite.yaml", f"""\
+name: stubborn
+checks:
+  - id: inventory
+    kind: inventory
+  - id: app
+    kind: command
+    params: {{argv: [{sys.executable}, {tmp_path / "stubborn.py"}, {tool_pid_file}]}}
+    expect: [{{metric: command.duration, max: 3600, unit: s}}]
+""")
+    profile = write(tmp_path / "lenient.yaml", PROFILE)
+    out = tmp_path / "fleet"
+    lab.wait_for("n1 to be idle", lambda: lab.node_state("n1")[0].rstrip("*") == "idle")
+    r = fleet(lab, "run", str(suite), "--nodes", "n1", "--output", str(out), "--profile", str(profile),
+              "--no-wait", "--history", "off")
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = json.loads((out / "fleet-run.json").read_text())["jobs"]["n1"]["job_id"]
+    lab.wait_for("the tool to start", lambda: tool_pid_file.is_file() and tool_pid_file.read_text() != "")
+    tool = int(tool_pid_file.read_text())
+    lock = lab.dir / "run" / "harness-n1.lock"
+    harness = int(json.loads(lock.read_text())["pid"])
+    assert not _gone(harness) and not _gone(tool)
+    t0 = time.monotonic()
+    assert lab.run("scancel", job).returncode == 0
+    lab.wait_for("the cancelled job to end", lambda: lab.run("squeue", "-h", "-j", job).stdout.strip() == "",
+                 timeout=60)
+    ended = time.monotonic() - t0
+    print(f"scancel to the job's end: {ended:.1f} s; harness gone: {_gone(harness)}, "
+          f"tool gone: {_gone(tool)}")
+    # the moment Slurm calls the job over (and may start the next one on n1), nothing of it is left
+    assert _gone(harness), f"job {job} ended {ended:.1f} s after scancel; its harness (PID {harness}) runs"
+    assert _gone(tool), f"job {job} ended, its tool (PID {tool}) still runs"
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while anyone holds n1's run lock
+    finally:
+        os.close(fd)
+    (run_dir,) = [p for p in (out / "nodes" / "n1").iterdir() if (p / "report.html").is_file()]
+    doc = json.loads((run_dir / "results.json").read_text())
+    assert doc["interrupted"] is True, doc
+    assert [(c["id"], c["status"]) for c in doc["checks"]] == [("inventory", "passed"), ("app", "not_run")]
+    assert doc["checks"][1]["message"] == "interrupted by SIGTERM while running"
+    assert json.loads((out / "nodes" / "n1" / "job-exit.json").read_text())["rc"] == 143  # the harness's own
+    r = fleet(lab, "report", str(out))
+    assert r.returncode == 3, r.stdout + r.stderr
+    (node,) = json.loads((out / "fleet.json").read_text())["nodes"]
+    assert node["reason"].startswith(f"job {job} ended CANCELLED"), node
+    assert "the run is incomplete" in node["reason"], node
+
+
 def no_slurm_report(out: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "harness", "fleet", "report", str(out)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "SLURM_CONF": str(tmp_path / "no-such-slurm.conf")})
 
 
-@pytest.mark.skip(reason="a cancelled job's harness outlives its job for a while and holds n1's run lock, so "
-                         "n1 errors too (found at the end of the session; see the closing note)")
 def test_drain_unfit_drains_an_errored_node_with_its_own_reason_and_resume_resumes_it(lab: Lab,
                                                                                         tmp_path: Path):
     """Issue #25 item 5: --drain-failed drains rejected nodes only; --drain-unfit drains an errored
@@ -294,8 +368,6 @@ def test_a_lab_left_by_a_dead_test_process_is_stopped_and_removed():
     assert not lab.exists()
 
 
-@pytest.mark.skip(reason="the cancelled harness outlives its job and holds n1's run lock for the tests after "
-                         "it (found at the end of the session; passes alone; see the closing note)")
 def test_ctrl_c_cancels_the_submitted_jobs_and_says_which(lab: Lab, tmp_path: Path):
     """A SIGINT printed a bare 'aborted' (exit 130) and left the jobs RUNNING with no hint."""
     import signal

@@ -102,6 +102,31 @@ def test_no_tool_starts_once_the_run_is_stopping(tmp_path: Path) -> None:
     assert proc.run(["true"], tmp_path / "o", tmp_path / "e", timeout=5).rc == 0
 
 
+def test_a_stop_kills_a_tool_that_ignores_sigterm_after_the_stop_grace(tmp_path: Path) -> None:
+    """kill_all() (SIGTERM/SIGINT: scancel) TERMed the tools once and waited for them as long as
+    their timeout: a tool ignoring TERM kept the harness (and the node's run lock) for up to 30
+    minutes, past Slurm's KillWait. Now it is KILLed STOP_GRACE_S after the stop."""
+    import signal
+    import threading
+
+    ready = tmp_path / "ready"
+    code = ("import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "open(sys.argv[1], 'w').close(); time.sleep(300)")
+
+    def stop_when_ready() -> None:
+        wait_for(ready.exists, 30, "the tool to start")
+        proc.kill_all()
+
+    stopper = threading.Thread(target=stop_when_ready, daemon=True)
+    stopper.start()
+    t0 = time.monotonic()
+    res = proc.run([sys.executable, "-c", code, str(ready)], tmp_path / "o", tmp_path / "e", timeout=120)
+    took = time.monotonic() - t0
+    stopper.join(5)
+    assert res.interrupted and not res.timed_out and res.rc == -signal.SIGKILL, res
+    assert took < 30, took  # bounded by the stop, not by the tool's timeout (120 s) or its sleep
+
+
 def test_tools_carry_a_fresh_token_nested_ones_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(procscan.TOKEN_VAR, "outer")
     code = "import os; print(os.environ['HARNESS_RUN_TOKEN'])"

@@ -296,3 +296,45 @@ def test_off_reads_nothing_and_a_check_can_opt_out(tmp_path):
     assert gate.watch(resolved()).details() == {}
     assert cn.mode_of({"HARNESS_CONTENTION": "Record"}) == "record" and cn.mode_of({}) == "gate"
     assert Contention(enabled=False).over(Contention(timeout=5)).timeout == 5
+
+
+@pytest.mark.slow
+def test_sigterm_while_the_gate_waits_is_an_interrupted_run_not_a_contended_check(tmp_path, competing,
+                                                                                 contention_gate):
+    """SIGTERM (scancel) during the gate's wait cut the wait short and the check was ERRORED
+    "contended" with "SIGTERM arrived after the last check had finished: the verdict stands"
+    (exit 3): now the check is NOT RUN, the run interrupted, exit 143, like any SIGTERM."""
+    import signal
+    import sys
+
+    if not shutil.which("stress-ng"):
+        pytest.skip("stress-ng not installed")
+    competing.append(subprocess.Popen(["stress-ng", "--cpu", str(8 * (os.cpu_count() or 1)), "-t", "60",
+                                       "-q"]))
+    time.sleep(1.5)
+    out = tmp_path / "out"
+    suite = write(tmp_path / "busy.yaml", FIO_SUITE.replace("timeout: 2", "timeout: 120"))
+    p = subprocess.Popen([sys.executable, "-m", "harness", "run", str(suite), "--profile",
+                          str(write(tmp_path / "lenient.yaml", PROFILE)), "--output", str(out),
+                          "--history", "off"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert p.stdout is not None
+        seen = ""
+        for line in p.stdout:  # bounded: the run ends by itself after the gate's 120 s
+            seen += line
+            if "waiting up to 120 s for competing load to go" in line:
+                p.send_signal(signal.SIGTERM)
+                break
+        rest, _ = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    text = seen + rest
+    assert "waiting up to 120 s" in seen, text
+    assert p.returncode == 143, text
+    (run_dir,) = run_dirs(out)
+    doc = results(run_dir)
+    c = fio_check(doc)
+    assert doc["interrupted"] is True and c["status"] == "not_run", c
+    assert c["message"] == "interrupted by SIGTERM while running" and "verdict stands" not in text
