@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from clihelp import dry_run_blocks as blocks
 from clihelp import harness, results, run_dirs, write
 from ibsysfs import h100_tree
 
@@ -23,18 +24,6 @@ from harness.compare import Rule, describe_rule
 from harness.platform import facts
 
 BARE = "name: bare\n"  # a profile without expectations: every rule listed is the suite's or the kind's
-
-
-def blocks(text: str) -> dict[str, list[str]]:
-    """The dry run's lines per check id ('3. rdma-write  [rdma]  ...' starts a block)."""
-    out: dict[str, list[str]] = {}
-    current = None
-    for line in text.splitlines():
-        if m := re.match(r"^\d+\. (\S+)  \[", line):
-            current = out.setdefault(m.group(1), [])
-        elif current is not None and line.strip():
-            current.append(line.strip())
-    return out
 
 
 def dry_run(tmp_path: Path, suite: str, profile: str = BARE) -> dict[str, list[str]]:

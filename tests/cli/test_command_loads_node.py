@@ -6,9 +6,9 @@ Real `harness` subprocesses; the real run on a node faked only at NVML and the P
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
+from clihelp import dry_run_blocks as blocks
 from clihelp import harness, write
 from gpunode import H100, check, node
 from pcisysfs import gpu_addresses, lines, write_tree
@@ -21,17 +21,6 @@ checks:
   - {id: reads, kind: command, params: {argv: ["true"], loads_node: false}}
   - {id: loads, kind: command, params: {argv: ["true"]}}
 """
-
-
-def blocks(text: str) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    current = None
-    for line in text.splitlines():
-        if m := re.match(r"^\d+\. (\S+)  \[", line):
-            current = out.setdefault(m.group(1), [])
-        elif current is not None and line.strip():
-            current.append(line.strip())
-    return out
 
 
 def test_dry_run_shows_the_after_load_verdict_only_for_a_loading_command(tmp_path: Path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,3 +55,15 @@ expectations:
   - {metric: fio.iops, labels: {job: randread_4k, rw: read}, min: 10, unit: IOPS}
   - {metric: fio.bw, labels: {job: seqwrite_1m, rw: write}, min: 0.0001, unit: GB/s}
 """
+
+
+def dry_run_blocks(text: str) -> dict[str, list[str]]:
+    """The dry run's lines per check id ('3. rdma-write  [rdma]  ...' starts a block)."""
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in text.splitlines():
+        if m := re.match(r"^\d+\. (\S+)  \[", line):
+            current = out.setdefault(m.group(1), [])
+        elif current is not None and line.strip():
+            current.append(line.strip())
+    return out
