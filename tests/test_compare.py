@@ -8,7 +8,8 @@ import math
 import pytest
 
 from harness import siblings
-from harness.compare import Rule, applicable, band, evaluate, judge, status_of
+from harness.compare.judge import evaluate, judge, status_of
+from harness.compare.rules import Rule, applicable, band
 from harness.config.models import Expectation
 from harness.model import Evaluation, Finding, Metric, Outcome, Status
 

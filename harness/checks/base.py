@@ -8,7 +8,7 @@ run tools and returns a CheckOutput. A check never renders and never judges:
   no final verdict); any problem makes the check ERRORED and nothing is judged;
 - metrics: what was measured, each with a unit and labels;
 - rules: what the metrics must meet beyond the profile's and suite's expectations is declared,
-  not applied: `KindHooks.own_rules(params)` gives compare.Rule / siblings.SiblingRule objects
+  not applied: `KindHooks.own_rules(params)` gives compare.rules.Rule / siblings.SiblingRule objects
   (a `max_error_delta`, a sibling tolerance), and --dry-run lists the same list;
 - findings: a verdict no rule can state (a FAULTY GPU in the tool's own words, a lost GPU, a PSU
   that dropped out under load, a config fact that differs) is a model.Finding in `findings`.
@@ -35,7 +35,7 @@ from harness.parsers.base import last_line as _last_line
 from harness.platform import proc
 
 if TYPE_CHECKING:
-    from harness.compare import OwnRule
+    from harness.compare.rules import OwnRule
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ class KindHooks:
     # Expected duration in seconds for the progress display, when the kind can tell.
     estimate_s: Callable[[Any], float] | None = None
     # The rules the kind adds itself from its params (a max_error_delta, a sibling tolerance):
-    # compare.judge applies exactly these and --dry-run lists them (compare.describe_rule).
+    # compare.judge applies exactly these and --dry-run lists them (compare.rules.describe_rule).
     own_rules: Callable[[Any], Sequence[OwnRule]] | None = None
     # Params with the profile's settings filled in where the suite left them unset (the profile's
     # hardware block as a dict); applied once when the plan is built, so run and --dry-run agree.

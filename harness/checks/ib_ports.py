@@ -26,7 +26,7 @@ from harness import catalog
 from harness.checks import counterwindow as cw
 from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, KindHooks, PlannedCommand
-from harness.compare import Rule
+from harness.compare.rules import Rule
 from harness.config.models import Expectation
 from harness.errors import HarnessError
 from harness.model import Finding, LabelValue, Metric, Outcome

@@ -27,7 +27,7 @@ from harness import catalog
 from harness.checks import counterwindow as cw
 from harness.checks import needs
 from harness.checks.base import CheckContext, CheckKind, CheckOutput, KindHooks, PlannedCommand
-from harness.compare import Rule
+from harness.compare.rules import Rule
 from harness.config.models import Expectation
 from harness.errors import HarnessError, SkipCheck
 from harness.model import LabelValue, Metric

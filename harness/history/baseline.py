@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from harness import __version__, catalog
-from harness.compare import band
+from harness.compare.rules import band
 from harness.config import validate_paths
 from harness.config.kinds import KindSpec
 from harness.config.models import Expectation

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from harness.compare import Rule, judge
+from harness.compare.judge import judge
+from harness.compare.rules import Rule
 from harness.config.driftrules import MIN_RATE_DAYS, DriftRule
 from harness.config.models import Expectation
 from harness.history.identity import NodeIdentity, part_of

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import results
-from harness.compare import status_of
+from harness.compare.judge import status_of
 from harness.config.driftrules import DriftRule
 from harness.errors import ConfigError, HarnessError
 from harness.history.drift import (

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from harness.checks import afterload
-from harness.compare import OwnRule, Rule, applicable, band, describe_band, describe_rule
+from harness.compare.rules import OwnRule, Rule, applicable, band, describe_band, describe_rule
 from harness.config.models import Expectation, Profile
 from harness.errors import UsageError
 from harness.history.series import is_acceptance

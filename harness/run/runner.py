@@ -36,7 +36,7 @@ from typing import Any
 
 from harness import __version__, results
 from harness.checks.base import CheckContext, cut_outputs
-from harness.compare import finite_metrics, judge
+from harness.compare.judge import finite_metrics, judge
 from harness.errors import GuardRefusal, HarnessError, SkipCheck, StorageError, ToolError
 from harness.fsutil import why_not
 from harness.model import (

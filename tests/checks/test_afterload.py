@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from harness.checks.afterload import Reading, judge
-from harness.compare import judge as compare_judge
+from harness.compare.judge import judge as compare_judge
 from harness.model import Outcome
 from harness.platform.nvml import GpuHealth
 

@@ -20,7 +20,7 @@ from ibsysfs import h100_tree
 from harness import siblings
 from harness.checks import afterload
 from harness.checks.registry import kinds
-from harness.compare import Rule, describe_rule
+from harness.compare.rules import Rule, describe_rule
 from harness.platform import facts
 
 BARE = "name: bare\n"  # a profile without expectations: every rule listed is the suite's or the kind's

@@ -154,7 +154,7 @@ def test_dcgm_persistence_mode_off_is_an_environment_error_not_a_faulty_gpu(tmp_
     (err,) = [e for e in out.evaluations if e.outcome is Outcome.ERROR]
     assert err.message.startswith("not a hardware verdict: Persistence Mode: Fail: Persistence mode for "
                                   "GPU 0 is currently disabled.")
-    from harness.compare import status_of
+    from harness.compare.judge import status_of
     from harness.model import Status
     assert status_of(out.evaluations) is Status.ERRORED
 

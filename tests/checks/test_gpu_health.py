@@ -153,7 +153,7 @@ def test_an_unreadable_kernel_log_errors_only_the_xid_rule_and_nvml_verdicts_sta
     assert err.message.startswith("could not read the kernel log for XIDs (dmesg: exit 1: dmesg: read kernel "
                                   "buffer") and err.message.endswith("run as root, or set xid_source: none")
     assert fails(out) == {("gpu.ecc_uncorrected", 1): "GPU 1: 3 uncorrectable ECC errors (volatile)"}
-    from harness.compare import status_of
+    from harness.compare.judge import status_of
     from harness.model import Status
     assert status_of(out.evaluations) is Status.FAILED
 

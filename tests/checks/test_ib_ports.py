@@ -21,7 +21,8 @@ from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
 from harness.checks.ib_ports import KIND, IbPortsParams
-from harness.compare import Rule, evaluate
+from harness.compare.judge import evaluate
+from harness.compare.rules import Rule
 from harness.config.loader import load_profile
 from harness.errors import HarnessError, SkipCheck
 from harness.model import Outcome

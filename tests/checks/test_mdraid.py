@@ -10,7 +10,8 @@ import pytest
 
 from harness.checks import mdraid
 from harness.checks.base import CheckContext
-from harness.compare import Rule, evaluate, status_of
+from harness.compare.judge import evaluate, status_of
+from harness.compare.rules import Rule
 from harness.config import load_profile
 from harness.errors import HarnessError, SkipCheck
 from harness.model import Status

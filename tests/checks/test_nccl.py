@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
 from harness.checks.nccl import KIND, NcclParams, build_argv, effective_env, layout
-from harness.compare import judge
+from harness.compare.judge import judge
 from harness.errors import ToolError, ToolMissing
 
 DATA = Path(__file__).parents[1] / "data" / "nccl-tests"

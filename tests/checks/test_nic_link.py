@@ -22,7 +22,8 @@ from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
 from harness.checks.nic_ports import KIND, NicPortsParams
-from harness.compare import Rule, evaluate
+from harness.compare.judge import evaluate
+from harness.compare.rules import Rule
 from harness.config.models import Expectation
 from harness.model import Outcome
 from harness.parsers import linkstate

@@ -16,7 +16,8 @@ from pydantic import ValidationError
 
 from harness.checks.base import CheckContext
 from harness.checks.nic_ports import KIND, NicPortsParams
-from harness.compare import Rule, evaluate
+from harness.compare.judge import evaluate
+from harness.compare.rules import Rule
 from harness.config.models import Expectation
 from harness.errors import HarnessError, SkipCheck, ToolMissing
 from harness.model import Outcome

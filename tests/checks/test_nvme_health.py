@@ -17,7 +17,8 @@ from storagehelp import make_sysfs
 
 from harness.checks.base import CheckContext
 from harness.checks.nvme_health import KIND, NvmeHealthParams, link_metrics
-from harness.compare import Rule, evaluate
+from harness.compare.judge import evaluate
+from harness.compare.rules import Rule
 from harness.config import load_profile
 from harness.errors import HarnessError, SkipCheck
 from harness.model import Outcome

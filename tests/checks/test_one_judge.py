@@ -12,7 +12,7 @@ HARNESS = Path(__file__).resolve().parents[2] / "harness"
 CHECKS = sorted((HARNESS / "checks").rglob("*.py"))  # the kinds and their packages (checks/fio/)
 # The judge (compare, and siblings which it calls) and the record's own from_dict; history's drift
 # is judged by compare.judge too.
-BUILDERS = {"compare.py", "siblings.py", "model.py"}
+BUILDERS = {"compare/judge.py", "siblings.py", "model.py"}
 JUDGES = {"judge", "evaluate"}
 
 
@@ -26,20 +26,22 @@ def _offences(path: Path) -> list[str]:
     out: list[str] = []
     aliases: set[str] = set()
     for node in ast.walk(_tree(path)):
-        if isinstance(node, ast.ImportFrom) and node.module in ("harness.compare", "harness.ownrules",
-                                                                 "harness.siblings"):
+        if isinstance(node, ast.ImportFrom) and node.module in ("harness.compare", "harness.compare.judge",
+                                                                 "harness.ownrules", "harness.siblings"):
             out += [f"{path.name}:{node.lineno} imports {node.module}.{a.name}" for a in node.names
                     if a.name in JUDGES]
         if isinstance(node, ast.ImportFrom) and node.module == "harness":
             aliases |= {a.asname or a.name for a in node.names
-                        if a.name in ("compare", "ownrules", "siblings")}
+                        if a.name in ("compare", "judge", "ownrules", "siblings")}
         if isinstance(node, ast.Import):
             aliases |= {a.asname or a.name for a in node.names
-                        if a.name in ("harness.compare", "harness.ownrules", "harness.siblings")}
+                        if a.name in ("harness.compare", "harness.compare.judge", "harness.ownrules",
+                                      "harness.siblings")}
     for node in ast.walk(_tree(path)):
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in JUDGES
                 and isinstance(node.func.value, (ast.Name, ast.Attribute))
-                and ast.unparse(node.func.value) in aliases | {"harness.compare", "harness.ownrules"}):
+                and ast.unparse(node.func.value) in aliases | {"harness.compare", "harness.compare.judge",
+                                                               "harness.ownrules"}):
             out.append(f"{path.name}:{node.lineno} calls {ast.unparse(node.func)}")
     return out
 
@@ -53,8 +55,9 @@ def test_the_scan_sees_what_it_forbids(tmp_path: Path):
     bad = tmp_path / "bad.py"
     bad.write_text("from harness import compare, ownrules as own\nfrom harness.compare import evaluate\n"
                    "own.judge([], [])\ncompare.evaluate([], [])\nimport harness.compare\n"
-                   "harness.compare.judge([], [])\n")
-    assert _offences(bad) == ["bad.py:2 imports harness.compare.evaluate", "bad.py:3 calls own.judge",
+                   "harness.compare.judge([], [])\nfrom harness.compare.judge import judge\n")
+    assert _offences(bad) == ["bad.py:2 imports harness.compare.evaluate",
+                              "bad.py:7 imports harness.compare.judge.judge", "bad.py:3 calls own.judge",
                               "bad.py:4 calls compare.evaluate", "bad.py:6 calls harness.compare.judge"]
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from telemetryhelp import series
 
-from harness import compare
+from harness.compare import judge as compare
+from harness.compare.rules import Rule
 from harness.config import load_profile
 from harness.model import Outcome
 from harness.parsers import clockreasons
@@ -19,7 +20,7 @@ GPU_PROFILES = ["a100-sxm-8x", "h100-sxm-8x", "h200-sxm-8x", "dgx-h100", "b200-s
 
 def judged(profile: str, s) -> dict[tuple[str, str], Outcome]:
     p = load_profile(profile).profile
-    rules = [compare.Rule(e, p.name) for e in p.expectations
+    rules = [Rule(e, p.name) for e in p.expectations
              if e.metric.startswith(("gpu.throttle_pct", "gpu.power", "gpu.hw_slowdown"))]
     evs = compare.evaluate(rules, telemetry.derive(s))
     return {(e.metric, str(e.labels.get("reason", ""))): e.outcome for e in evs}

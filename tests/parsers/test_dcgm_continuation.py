@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from clihelp import harness
 
-from harness.compare import Rule, evaluate
+from harness.compare.judge import evaluate
+from harness.compare.rules import Rule
 from harness.config.models import Expectation
 from harness.model import Outcome
 from harness.parsers import dcgm

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from harness.checks.base import CheckContext
 from harness.checks.nvme_health import KIND, NvmeHealthParams
-from harness.compare import Rule, evaluate
+from harness.compare.judge import evaluate
+from harness.compare.rules import Rule
 from harness.config.models import Expectation
 from harness.model import Outcome
 from harness.parsers import smartctl, smartctl_text

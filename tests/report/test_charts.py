@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.compare import Rule, evaluate
+from harness.compare.judge import evaluate
+from harness.compare.rules import Rule
 from harness.config.models import Expectation
 from harness.model import CheckResult, Status
 from harness.parsers import nccl

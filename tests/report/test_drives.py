@@ -13,7 +13,8 @@ from pathlib import Path
 from storagehelp import make_sysfs
 
 from harness import siblings
-from harness.compare import Rule, evaluate
+from harness.compare.judge import evaluate
+from harness.compare.rules import Rule
 from harness.config.models import Expectation
 from harness.model import CheckResult, Metric, RunRecord, Status
 from harness.parsers import nvme as nvme_parser

@@ -15,7 +15,8 @@ from clihelp import QUICK_FIO, harness, run_dirs, write
 
 from harness import results
 from harness.checks.inventory import metrics_from
-from harness.compare import Rule, applicable, evaluate
+from harness.compare.judge import evaluate
+from harness.compare.rules import Rule, applicable
 from harness.config.loader import LoadedProfile
 from harness.model import CheckResult, Evaluation, Metric, RunRecord, Status
 from harness.run.plan import hardware_rules

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness import compare
 from harness.checks.base import CheckContext, CheckKind, CheckOutput
+from harness.compare import judge as compare
 from harness.model import Evaluation
 from harness.series import telemetry
 
