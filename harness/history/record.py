@@ -144,14 +144,20 @@ def rules_of(suite: Any, profile: Any) -> list[SourcedRule]:
 # ---------------------------------------------------------------- snapshot
 
 def past_runs(store: Store, record: RunRecord) -> tuple[NodeIdentity, int | None, list[RunRow]]:
-    """This run's identity, its node id (None when new) and the node's earlier runs, oldest first."""
+    """This run's identity, its node id (None when new) and the node's earlier runs, oldest first.
+
+    Earlier: started before it, or in the same second (`started` has whole seconds) and recorded
+    before it; a run not yet recorded is the newest of its second (the run lock keeps a node's runs
+    apart, so whatever is stored finished before it)."""
     ident = identity_of(record.inventory, record.host)
     known = store.run(record.run_id)
     node = store.node(known.node_id) if known else store.resolve(ident)
     if node is None:
         return ident, None, []
-    rows = [r for r in store.runs(node.node_id)
-            if r.run_id != record.run_id and (r.started, r.run_id) < (record.started, record.run_id)]
+    runs = store.runs(node.node_id)
+    ids = [r.run_id for r in runs]
+    rows = runs[:ids.index(record.run_id)] if record.run_id in ids else \
+        [r for r in runs if r.started <= record.started]
     return ident, node.node_id, rows
 
 

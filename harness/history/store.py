@@ -293,8 +293,8 @@ class SqliteStore:
         return best
 
     def _last_identity(self, node_id: int) -> NodeIdentity | None:
-        row = self._read("SELECT run_id, identity FROM runs WHERE node_id = ? ORDER BY started DESC LIMIT 1",
-                         (node_id,)).fetchone()
+        row = self._read("SELECT run_id, identity FROM runs WHERE node_id = ? "
+                         "ORDER BY started DESC, rowid DESC LIMIT 1", (node_id,)).fetchone()
         return self._checked(f"runs row {row[0]!r:.60}", rows.identity, row[1]) if row else None
 
     def nodes(self) -> list[NodeRow]:
@@ -311,7 +311,7 @@ class SqliteStore:
             return n
         for sql in ("SELECT node_id FROM nodes WHERE name = ? OR system_serial = ?",
                     "SELECT node_id FROM runs WHERE hostname = ? OR system_serial = ? "
-                    "ORDER BY started DESC"):
+                    "ORDER BY started DESC, rowid DESC"):
             row = self._read(sql, (text, text)).fetchone()
             if row and isinstance(row[0], int) and (found := self.node(row[0])):
                 return found
@@ -322,8 +322,9 @@ class SqliteStore:
         return None
 
     def runs(self, node_id: int) -> list[RunRow]:
-        """The node's runs, oldest first."""
-        cur = self._read(_SELECT_RUNS + " WHERE node_id = ? ORDER BY started, run_id", (node_id,))
+        """The node's runs, oldest first; runs that started in the same second in the order they
+        were recorded (run ids end in a random suffix: they order nothing)."""
+        cur = self._read(_SELECT_RUNS + " WHERE node_id = ? ORDER BY started, rowid", (node_id,))
         found = (self._checked(f"runs row {r[0]!r:.60}", _run_row, r) for r in cur)
         return [r for r in found if r is not None]
 

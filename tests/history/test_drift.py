@@ -107,6 +107,29 @@ def _tflops(per_gpu: dict[int, float]):
                {"device": "nvme0n1"})]
 
 
+@pytest.mark.parametrize(("golive_id", "now_id"), [
+    ("vm-20260105T000000Z-ffffff", "vm-20260105T000000Z-000000"),
+    ("vm-20260105T000000Z-000000", "vm-20260105T000000Z-ffffff")])
+def test_a_go_live_recorded_in_the_same_second_is_earlier_whatever_its_random_suffix(
+        real: RunRecord, tmp_path: Path, golive_id: str, now_id: str):
+    """Two fast runs in one second: the stored one is the earlier (it was ordered by the run id's
+    random suffix, and half the time the quarterly found no go-live)."""
+    second = "2026-01-05T00:00:00Z"
+    golive = acceptance(derive(real, golive_id, second, gpu_list=gpus()))
+    now = derive(real, now_id, second, gpu_list=gpus(), scale={"fio.iops": 0.5})
+    rule = SourcedRule(DriftRule.model_validate({"metric": "fio.iops", "labels": {"job": "randread_4k"},
+                                                 "vs": "golive", "max_drop_pct": 5}), "suite")
+    with SqliteStore(tmp_path / "h.sqlite") as store:
+        store.record(golive)
+        new = annotate(now, store, [rule])
+        assert new.history["golive"]["run_id"] == golive_id and new.history["node"]["runs_before"] == 1
+        (ev,) = [e for e in new.checks[-1].evaluations if e.metric == "fio.iops"]
+        assert ev.outcome == Outcome.WARN and "-50.0% since go-live" in ev.message
+        store.record(new)  # annotated again once stored (a re-render): the order is kept
+        again = annotate(now, store, [rule])
+        assert again.history["golive"]["run_id"] == golive_id and again.history["node"]["runs_before"] == 1
+
+
 def test_drift_over_recorded_quarters_with_a_gpu_swap(real: RunRecord, tmp_path: Path):
     base = {i: 800.0 + i for i in range(8)}
     runs = [derive(real, "q0", "2025-12-15T00:00:00Z", gpu_list=gpus(), scale={"fio.iops": 2.0},
