@@ -161,6 +161,7 @@ class Contention(TypedDict, total=False):
     __pydantic_config__ = STRICT  # type: ignore[misc]
     before: ContentionLoad
     waited_s: float
+    window_s: float  # the last window read before the check: run/contention.FIRST_LOOK_S when calm
     timeout_s: float
     limits: Mapping[str, float]
     contended: list[str]  # what contended before the check, in words

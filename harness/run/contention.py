@@ -5,7 +5,8 @@ RDMA, ...) the gate records the competing load that can change its number: other
 runnable tasks per CPU and the CPU time stolen by a hypervisor, pressure stall (PSI) of cpu, io
 and memory, other processes' I/O on the disk a storage check measures (all its I/O less the check's
 own processes'; every physical disk when the target is not one disk), memory left available, and
-other processes on the GPUs. Before the check it waits,
+other processes on the GPUs. Before the check it reads FIRST_LOOK_S and stops there when every
+reading is calm (far below its limit), else the whole WINDOW_S; while contended it waits,
 bounded (`contention.timeout`, like the settle gate), while the node is contended; still contended,
 the check is ERRORED "contended: ..." and does not run. During the check it samples every
 WINDOW_S (other GPU processes too); a measurement contended for at least DURING_SHARE of its
@@ -42,6 +43,10 @@ if TYPE_CHECKING:
 MODES = ("gate", "record", "off")
 WINDOW_S = 1.0
 RECORD_WINDOW_S = 0.25  # record mode reads a shorter window: it refuses nothing
+# Before a check, a first look this long is enough when every reading is below CALM of its limit;
+# anything nearer a limit is read over the whole window (the same start), as before.
+FIRST_LOOK_S = 0.25
+CALM = 0.25
 DURING_SHARE = 0.5
 STORAGE_KINDS = frozenset({"fio", "data_path"})
 VIRTUAL_DISKS = ("loop", "md", "dm-", "zram", "ram", "nbd")  # their I/O lands on a physical disk too
@@ -179,6 +184,16 @@ def window(a: Snapshot, b: Snapshot) -> dict[str, float]:
     return out
 
 
+def calm(load: Mapping[str, Any], wanted: frozenset[str], lim: Limits = LIMITS) -> bool:
+    """Whether every reading the gate judges before a check is clearly idle: below CALM of its
+    limit (memory available above 1/CALM of its floor). A node this quiet in the first look is not
+    read for the rest of the window."""
+    near = dataclasses.replace(lim, **{f.name: getattr(lim, f.name) * CALM for f in dataclasses.fields(lim)
+                                       if f.name not in ("mem_available", "foreign_io_share")})
+    near = dataclasses.replace(near, mem_available=min(1.0, lim.mem_available / CALM))
+    return not judge(load, wanted, before=True, lim=near)
+
+
 def judge(load: Mapping[str, Any], wanted: frozenset[str], before: bool,
           lim: Limits = LIMITS) -> list[str]:
     """What in `load` contends with a check that depends on `wanted`, in words ([] for nothing).
@@ -245,11 +260,18 @@ class Gate:
         self.gpus = gpus
         self.window_s = window_s or (RECORD_WINDOW_S if self.mode == "record" else WINDOW_S)
 
-    def _read(self, wanted: frozenset[str], disks: frozenset[str] | None,
-              lim: Limits) -> tuple[dict[str, Any], list[str]]:
+    def _read(self, wanted: frozenset[str], disks: frozenset[str] | None, lim: Limits,
+              first: bool = False) -> tuple[dict[str, Any], list[str], float]:
+        """(load, reasons, window length) of one window. The first read of a check looks for
+        FIRST_LOOK_S and stops there when every reading is clearly idle (calm); otherwise, and on
+        every later read, the window is window_s long from the same start."""
         a = snapshot(self.fs, self.clock, disks)
-        self.sleep(self.window_s)
+        look = FIRST_LOOK_S if first and self.window_s > FIRST_LOOK_S else self.window_s
+        self.sleep(look)
         load: dict[str, Any] = window(a, snapshot(self.fs, self.clock, disks))
+        if look < self.window_s and not calm(load, wanted, lim):
+            self.sleep(self.window_s - look)
+            load, look = window(a, snapshot(self.fs, self.clock, disks)), self.window_s
         if disks and "io" in wanted:
             load["disks"] = sorted(disks)
         why = judge(load, wanted, before=True, lim=lim)
@@ -260,7 +282,7 @@ class Gate:
         if "gpu" in wanted and (others := self.gpus()):
             load["gpu_processes"] = others
             why.append("gpu: other processes on the GPUs: " + "; ".join(others[:4]))
-        return load, why
+        return load, why, look
 
     def before(self, check: ResolvedCheck, stop: Callable[[], bool],
                note: Callable[[str], None]) -> tuple[dict[str, Any], str]:
@@ -270,11 +292,12 @@ class Gate:
             return {}, ""
         wanted, limit, t0 = resources(check), check.contention.timeout, self.clock()
         disks = target_disks(check) if "io" in wanted else None
-        lim, noted = limits_of(check), False
+        lim, noted, first = limits_of(check), False, True
         while True:
-            load, why = self._read(wanted, disks, lim)
-            waited = round(self.clock() - t0 - self.window_s, 1)
-            rec = {"before": load, "waited_s": max(0.0, waited), "timeout_s": limit,
+            load, why, look = self._read(wanted, disks, lim, first)
+            first = False
+            waited = round(self.clock() - t0 - look, 1)
+            rec = {"before": load, "waited_s": max(0.0, waited), "window_s": look, "timeout_s": limit,
                    "limits": dataclasses.asdict(lim)}
             if not why:
                 return {"contention": rec}, ""

@@ -4,6 +4,7 @@ judgement, bounded wait and in-measurement sampling on /proc trees that change u
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -18,7 +19,9 @@ from clihelp import harness, results, run_dirs, write
 
 from harness.config.models import Contention
 from harness.platform.procfs import ProcFs
+from harness.results import section
 from harness.run import contention as cn
+from harness.sections import Details
 
 FIO_SUITE = """\
 name: busy
@@ -194,7 +197,8 @@ def write_suite(timeout: float) -> Path:
 def test_before_waits_bounded_and_measures_once_the_load_is_gone(tmp_path):
     tree = Tree(tmp_path)
     clock = [0.0]
-    waits = iter([8, 8, 0, 0, 0, 0])  # two busy windows (8 runnable on 1 CPU), then quiet
+    # two busy windows (8 runnable on 1 CPU; the first is read at its first look and at its end), then quiet
+    waits = iter([8, 8, 8, 0, 0, 0])
 
     def sleep(s: float) -> None:
         clock[0] += s
@@ -223,6 +227,48 @@ def test_before_waits_bounded_and_measures_once_the_load_is_gone(tmp_path):
                      mode="record")
     details, refused = record.before(resolved(timeout=3), lambda: False, lambda _m: None)
     assert refused == "" and details["contention"]["gated"] is False and details["contention"]["contended"]
+
+
+def stepping(tree: Tree, clock: list[float], running: int, sectors: int = 0) -> tuple[list[float], object]:
+    """The sleeps the gate asks for, and a sleep that moves the tree on by them."""
+    asked: list[float] = []
+
+    def sleep(s: float) -> None:
+        asked.append(s)
+        clock[0] += s
+        tree.step(running=running, sectors=sectors)
+    return asked, sleep
+
+
+@pytest.mark.parametrize(("running", "sectors", "asked"), [
+    (0, 0, [cn.FIRST_LOOK_S]),  # calm: the first look is enough
+    (2, 0, [cn.FIRST_LOOK_S, cn.WINDOW_S - cn.FIRST_LOOK_S]),  # 2 runnable per CPU: under 3, not calm
+    (0, 8_000, [cn.FIRST_LOOK_S, cn.WINDOW_S - cn.FIRST_LOOK_S]),  # 16 MB/s by others: under 50, not calm
+])
+def test_a_calm_first_look_is_enough_anything_nearer_a_limit_reads_the_whole_window(
+        tmp_path, running: int, sectors: int, asked: list[float]):
+    tree, clock = Tree(tmp_path), [0.0]
+    slept, sleep = stepping(tree, clock, running, sectors)
+    gate = cn.Gate(ProcFs(tmp_path), clock=lambda: clock[0], sleep=sleep, gpus=lambda: [], mode="gate")
+    details, refused = gate.before(resolved(timeout=10), lambda: False, lambda _m: None)
+    assert refused == "" and slept == asked  # under every limit: measured, however long it looked
+    rec = details["contention"]
+    assert rec["window_s"] == sum(asked) and rec["waited_s"] == 0.0
+    section(Details).validate_python(details)  # the typed section knows window_s (checked on read)
+
+
+def test_calm_is_far_below_every_limit_the_gate_judges_before_a_check():
+    every = cn.resources(resolved())
+    assert cn.calm({}, every) and cn.calm({"runnable_per_cpu": 0.5, "mem_available": 0.5}, every)
+    for load in ({"runnable_per_cpu": 0.75}, {"psi_cpu_some": 0.3}, {"steal": 0.06},
+                 {"psi_memory_some": 0.06}, {"mem_available": 0.1}, {"foreign_io_bps": 13e6},
+                 {"psi_io_some": 0.2}):
+        assert not cn.calm(load, every), load
+        assert cn.judge(load, every, before=True) == [], load  # none of them contends by itself
+    assert cn.calm({"foreign_io_bps": 13e6}, frozenset({"cpu", "memory"}))  # io not wanted
+    strict = dataclasses.replace(cn.LIMITS, runnable_per_cpu=1.0)  # a suite's own threshold counts
+    assert cn.calm({"runnable_per_cpu": 0.2}, every, strict)
+    assert not cn.calm({"runnable_per_cpu": 0.3}, every, strict)
 
 
 def test_other_gpu_processes_hold_a_gpu_check(tmp_path):
