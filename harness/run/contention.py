@@ -6,8 +6,8 @@ runnable tasks per CPU and the CPU time stolen by a hypervisor, pressure stall (
 and memory, other processes' I/O on the disk a storage check measures (all its I/O less the check's
 own processes'; every physical disk when the target is not one disk), memory left available, and
 other processes on the GPUs. Before the check it reads FIRST_LOOK_S and stops there when every
-reading is calm (far below its limit), else the whole WINDOW_S; while contended it waits,
-bounded (`contention.timeout`, like the settle gate), while the node is contended; still contended,
+reading is calm (far below its limit), else the whole WINDOW_S; it waits, bounded
+(`contention.timeout`, like the settle gate), while the node is contended; still contended,
 the check is ERRORED "contended: ..." and does not run. During the check it samples every
 WINDOW_S (other GPU processes too); a measurement contended for at least DURING_SHARE of its
 windows, or sharing a GPU with another process in any window, is ERRORED with the evidence of
@@ -188,10 +188,10 @@ def calm(load: Mapping[str, Any], wanted: frozenset[str], lim: Limits = LIMITS) 
     """Whether every reading the gate judges before a check is clearly idle: below CALM of its
     limit (memory available above 1/CALM of its floor). A node this quiet in the first look is not
     read for the rest of the window."""
-    near = dataclasses.replace(lim, **{f.name: getattr(lim, f.name) * CALM for f in dataclasses.fields(lim)
-                                       if f.name not in ("mem_available", "foreign_io_share")})
-    near = dataclasses.replace(near, mem_available=min(1.0, lim.mem_available / CALM))
-    return not judge(load, wanted, before=True, lim=near)
+    near = {f.name: getattr(lim, f.name) * CALM for f in dataclasses.fields(lim)
+            if f.name != "foreign_io_share"}
+    near["mem_available"] = min(1.0, lim.mem_available / CALM)
+    return not judge(load, wanted, before=True, lim=dataclasses.replace(lim, **near))
 
 
 def judge(load: Mapping[str, Any], wanted: frozenset[str], before: bool,

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from clihelp import harness, results, run_dirs, write
 
+from harness.run import contention as cn
+
 SUITE = """\
 name: limits
 defaults:
@@ -46,6 +48,7 @@ def test_a_suite_threshold_is_the_one_in_force_and_recorded(tmp_path: Path, cont
     limits = c["details"]["contention"]["limits"]
     assert limits["mem_available"] == 1.0 and limits["foreign_io_bps"] == 200e6
     assert limits["io_some"] == 0.5  # the default where the suite says nothing
+    assert c["details"]["contention"]["window_s"] == cn.WINDOW_S  # near a limit: the whole window read
 
 
 def test_a_check_overrides_the_suite(tmp_path: Path, contention_gate: None):
@@ -54,6 +57,8 @@ def test_a_check_overrides_the_suite(tmp_path: Path, contention_gate: None):
     assert code == 4, out  # measured, nothing judged it: UNTESTED, not contended
     (c,) = doc["checks"]
     assert c["status"] == "recorded" and c["details"]["contention"]["limits"]["mem_available"] == 0
+    # every reading far below these limits: the first look was enough
+    assert c["details"]["contention"]["window_s"] == cn.FIRST_LOOK_S
 
 
 @pytest.mark.parametrize("bad,words", [
