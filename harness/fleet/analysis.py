@@ -11,14 +11,22 @@ is better; only an upper bound: lower is better), else both sides count.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from harness import catalog
 from harness.fleet import stats
-from harness.fleet.collect import SEVERITY, MetricRow, NodeOutcome, NodeStatus, counts, metric_rows
-from harness.fleet.columns import Columns, SeriesBuilder
+from harness.fleet.collect import (
+    SEVERITY,
+    MetricRow,
+    NodeOutcome,
+    NodeStatus,
+    counts,
+    metric_rows,
+    record_metrics,
+)
+from harness.fleet.columns import Columns, NodeMetrics, SeriesBuilder
 from harness.fleet.junit import SuiteXml, node_suite
 from harness.fleet.stats import Outlier, SeriesKey
 from harness.model import RunRecord, verdict_of
@@ -174,12 +182,13 @@ class FleetBuilder:
         self._nodes: list[tuple[NodeOutcome, SuiteXml | None]] = []
         self.with_record: set[str] = set()  # nodes whose outcome came with a run
 
-    def add(self, o: NodeOutcome, rows: Sequence[MetricRow] | None = None) -> None:
-        """One node; `rows` are its run's metrics when the run it holds lacks them (collect.load_run)."""
+    def add(self, o: NodeOutcome, metrics: NodeMetrics | None = None) -> None:
+        """One node; `metrics` are its run's when the run it holds lacks them (collect.load_run)."""
         rec = o.record
         if rec is not None:
             self.with_record.add(o.node)
-            self._series.add_rows(o.node, o.sku, metric_rows(rec) if rows is None else rows, FOLDED_LABELS)
+            self._series.add_metrics(o.node, o.sku, record_metrics(rec) if metrics is None else metrics,
+                                     FOLDED_LABELS)
             note_directions(self._implied, rec)
         suite = node_suite(o) if self._junit else None
         self._nodes.append((o if self._keep or rec is None else replace(o, record=None), suite))

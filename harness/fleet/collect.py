@@ -21,6 +21,7 @@ from typing import Any
 from harness import results
 from harness.errors import RecordError, printable
 from harness.fleet import layout
+from harness.fleet.columns import NodeMetrics
 from harness.fleet.layout import Manifest, NodeJob, SeenJob
 from harness.fleet.record import RunDoc, from_json
 from harness.fleet.record import read as read_node
@@ -275,32 +276,37 @@ def metric_rows(record: RunRecord) -> list[MetricRow]:
     return [(c.id, m.name, m.unit, m.labels, float(m.value)) for c in record.checks for m in c.metrics]
 
 
-def _run_of(doc: RunDoc, whole: bool = False) -> tuple[RunRecord, list[MetricRow]]:
-    """The run of a validated document and every metric as a row; unless `whole`, the run comes
-    without its metrics (the rows carry them), but a recorded check's (its junit case counts them)."""
-    rows: list[MetricRow] = []
+def record_metrics(record: RunRecord) -> NodeMetrics:
+    """A whole run's metrics by check, as a validated document holds them."""
+    return [(c.id, [{"name": m.name, "value": float(m.value), "unit": m.unit, "labels": m.labels}
+                    for m in c.metrics]) for c in record.checks]
+
+
+def _run_of(doc: RunDoc, whole: bool = False) -> tuple[RunRecord, NodeMetrics]:
+    """The run of a validated document and its metrics by check; unless `whole`, the run comes
+    without its metrics (those carry them), but a recorded check's (its junit case counts them)."""
+    groups: list[tuple[str, Sequence[Mapping[str, Any]]]] = []
     checks = []
     for c in doc["checks"]:
         metrics = c.get("metrics", ())
-        cid = c["id"]
-        rows += [(cid, m["name"], m["unit"], m.get("labels", _NO_LABELS), m["value"]) for m in metrics]
+        groups.append((c["id"], metrics))
         keep = whole or c["status"] is Status.RECORDED
         kept = tuple(Metric(m["name"], float(m["value"]), m["unit"], m.get("labels", {}))
                      for m in metrics) if keep else ()
         fields: dict[str, Any] = {**c, "metrics": kept}
         checks.append(CheckResult(**fields))
     run: dict[str, Any] = {**doc, "checks": tuple(checks)}
-    return RunRecord(**run), rows
+    return RunRecord(**run), groups
 
 
-def load_run(run_dir: Path) -> tuple[RunRecord | None, list[MetricRow], str]:
-    """A node's results.json read once for a fleet report: the run to judge, every metric as a row,
+def load_run(run_dir: Path) -> tuple[RunRecord | None, NodeMetrics, str]:
+    """A node's results.json read once for a fleet report: the run to judge, its metrics by check,
     and why the run cannot be used ('' when it can).
 
     The bytes are read once, by results' one rule (fleet.record.read), and parsed and validated
     in one compiled pass (fleet.record.from_json); only a file that pass refuses, or one that
     spells NaN or Infinity, is read again as load_record reads it, so a broken one is reported in
-    the same words. The run comes without its metrics (the rows carry them: nothing that judges a
+    the same words. The run comes without its metrics (those carry them: nothing that judges a
     node or renders its junit suite reads them), except a recorded check's, whose junit case
     counts them.
     """
@@ -309,12 +315,12 @@ def load_run(run_dir: Path) -> tuple[RunRecord | None, list[MetricRow], str]:
         raw = read_node(path)
         doc = from_json(raw)
         if doc is not None:
-            record, rows = _run_of(doc)
-            return record, rows, ""
+            record, metrics = _run_of(doc)
+            return record, metrics, ""
         record = RunRecord.from_dict(_document(path, raw))
     except (OSError, RecordError, ValueError, RecursionError, KeyError, TypeError, AttributeError) as e:
         return None, [], _unusable(path, e)
-    return _without_metrics(record), metric_rows(record), ""
+    return _without_metrics(record), record_metrics(record), ""
 
 
 def _without_metrics(record: RunRecord) -> RunRecord:
@@ -323,23 +329,23 @@ def _without_metrics(record: RunRecord) -> RunRecord:
 
 
 def stream(fleet_dir: Path, manifest: Manifest,
-           seen: Mapping[str, SeenJob]) -> Iterator[tuple[NodeOutcome, list[MetricRow]]]:
-    """Every node's outcome and metric rows, in manifest order, one node at a time: each node's
+           seen: Mapping[str, SeenJob]) -> Iterator[tuple[NodeOutcome, NodeMetrics]]:
+    """Every node's outcome and metrics, in manifest order, one node at a time: each node's
     results.json is read once, when the node is asked for."""
     for node in manifest.nodes:
         yield node_outcome(fleet_dir, manifest, seen, node)
 
 
 def node_outcome(fleet_dir: Path, manifest: Manifest, seen: Mapping[str, SeenJob],
-                 node: str) -> tuple[NodeOutcome, list[MetricRow]]:
-    """One node's outcome and metric rows (its results.json read once, by load_run)."""
+                 node: str) -> tuple[NodeOutcome, NodeMetrics]:
+    """One node's outcome and metrics (its results.json read once, by load_run)."""
     job = manifest.jobs[node]
     dirs = layout.run_dirs(fleet_dir, node, layout.is_volume(manifest))
-    record, rows, problem = load_run(dirs[-1]) if dirs else (None, [], "")
+    record, metrics, problem = load_run(dirs[-1]) if dirs else (None, [], "")
     rel = str(dirs[-1].relative_to(fleet_dir)) if dirs else None
     tail = _tail(layout.slurm_output(fleet_dir, node, job.job_id))
     return judge(node, job, seen.get(node), layout.read_exit_file(fleet_dir, node), record, rel, tail,
-                 problem), rows
+                 problem), metrics
 
 
 def reload(fleet_dir: Path, outcome: NodeOutcome) -> RunRecord | None:

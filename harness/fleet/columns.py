@@ -3,13 +3,20 @@
 A fleet report streams its nodes: each node's samples are appended once and its run is let go,
 so memory grows with the number of values (12 bytes each), not with whole RunRecords. A node's
 repeated values in one series are averaged, in the order they came, as stats.group does.
+
+Nodes of one SKU mostly report the very same metrics in the very same order. `add_metrics` keeps
+such nodes as a block, one row of values a node, found by comparing the node's (check, name, unit,
+labels) list with the shapes seen before (one C-level list comparison, no lookup per value); the
+blocks become columns when the table is frozen or the parts are sent. A node whose shape is new is
+resolved once, row by row; one seen twice in a fleet is added row by row.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -27,8 +34,36 @@ class _Column:
 
 # (check id, metric name, unit, labels, value), as harness.fleet.collect.MetricRow
 Row = tuple[str, str, str, Mapping[str, Any], float]
-# SeriesBuilder.parts: node names, and (key, int32 node indices, float64 values) per series
-Columns = tuple[tuple[str, ...], list[tuple[SeriesKey, bytes, bytes]]]
+# a node's metrics as the fleet reads them: per check its id and its metrics as dicts (name, value,
+# unit and, when it has any, labels), as results.json spells them
+NodeMetrics = Sequence[tuple[str, Sequence[Mapping[str, Any]]]]
+# SeriesBuilder.parts: node names, (key, int32 node indices, float64 values) per series, and per
+# block its keys by position, int32 node indices and float64 values (a row a node)
+Columns = tuple[tuple[str, ...], list[tuple[SeriesKey, bytes, bytes]],
+                list[tuple[tuple[SeriesKey, ...], bytes, bytes]]]
+MAX_SHAPES = 8  # block shapes kept a SKU; a node of yet another shape goes row by row
+_NO_LABELS: Mapping[str, Any] = MappingProxyType({})
+
+
+def rows_of(metrics: NodeMetrics) -> Iterator[Row]:
+    """A node's metrics as rows, in check and metric order."""
+    for check, ms in metrics:
+        for m in ms:
+            yield check, m["name"], m["unit"], m.get("labels", _NO_LABELS), m["value"]
+
+
+def _shape(metrics: NodeMetrics) -> list[tuple[str, str, str, Any]]:
+    """What makes two nodes' metrics land in the same columns: (check, name, unit, labels) by position."""
+    return [(check, m["name"], m["unit"], m.get("labels")) for check, ms in metrics for m in ms]
+
+
+@dataclass
+class _Block:
+    """Nodes whose metrics came with the same keys in the same order: a row of values a node."""
+
+    keys: tuple[SeriesKey, ...]  # by position
+    nodes: array  # int32 node indices
+    values: array  # float64, len(keys) a node
 
 
 class SeriesBuilder:
@@ -41,6 +76,8 @@ class SeriesBuilder:
         # by SKU, (check, name, unit, *labels) as they came -> the column and its appenders
         self._raw: dict[str, dict[tuple[object, ...], tuple[_Column, array, Any, Any]]] = {}
         self._repeats: dict[tuple[SeriesKey, int], list[float]] = {}  # (key, position) -> values
+        self._shapes: dict[str, list[tuple[list[Any], _Block]]] = {}  # by SKU, the latest first
+        self._blocks: list[_Block] = []
         self._node = -1
         self._node_was_seen = False
 
@@ -80,27 +117,86 @@ class SeriesBuilder:
         for key, value in samples:
             self.add(key, value)
 
+    def _raw_column(self, raw_cols: dict[tuple[object, ...], tuple[_Column, array, Any, Any]], sku: str,
+                    check: str, name: str, unit: str, labels: Mapping[str, Any],
+                    folded: frozenset[str]) -> tuple[_Column, array, Any, Any]:
+        raw = (check, name, unit, *labels.items())  # the labels as they came, unfolded
+        got = raw_cols.get(raw)
+        if got is None:
+            lab = tuple((k, str(v)) for k, v in labels.items() if k not in folded)
+            col = self._column(SeriesKey(sku, check, name, unit, tuple(sorted(lab))))
+            got = raw_cols[raw] = (col, col.nodes, col.nodes.append, col.values.append)
+        return got
+
     def add_rows(self, node: str, sku: str, rows: Iterable[Row],
                  folded: frozenset[str] = frozenset()) -> None:
         """One node's metrics: series keyed by SKU, check, metric, unit and the labels not `folded`."""
         self.start_node(node)
-        raw_cols = self._raw.get(sku)
-        if raw_cols is None:
-            raw_cols = self._raw[sku] = {}
+        if self._node_was_seen:
+            self._flush()  # its earlier values may sit in a block
+        raw_cols = self._raw.setdefault(sku, {})
         node_index, again = self._node, self._node_was_seen
         for check, name, unit, labels, value in rows:
-            raw = (check, name, unit, *labels.items())  # the labels as they came, unfolded
-            got = raw_cols.get(raw)
+            got = raw_cols.get((check, name, unit, *labels.items()))
             if got is None:
-                lab = tuple((k, str(v)) for k, v in labels.items() if k not in folded)
-                col = self._column(SeriesKey(sku, check, name, unit, tuple(sorted(lab))))
-                got = raw_cols[raw] = (col, col.nodes, col.nodes.append, col.values.append)
+                got = self._raw_column(raw_cols, sku, check, name, unit, labels, folded)
             col, nodes, add_node, add_value = got
             if nodes and nodes[-1] != node_index and not again:
                 add_node(node_index)  # the common case, inline
                 add_value(value)
             else:
                 self._append(col, value)
+
+    def add_metrics(self, node: str, sku: str, metrics: NodeMetrics,
+                    folded: frozenset[str] = frozenset()) -> None:
+        """add_rows of a node's metrics as results.json holds them; a node of a shape seen before
+        is one row appended to that shape's block."""
+        if node in self._index:
+            self.add_rows(node, sku, rows_of(metrics), folded)
+            return
+        shape = _shape(metrics)
+        shapes = self._shapes.setdefault(sku, [])
+        block = next((b for s, b in shapes if s == shape), None)
+        if block is None:
+            if len(shapes) >= MAX_SHAPES:
+                self.add_rows(node, sku, rows_of(metrics), folded)
+                return
+            raw_cols = self._raw.setdefault(sku, {})
+            keys = tuple(self._raw_column(raw_cols, sku, *row[:4], folded)[0].key for row in rows_of(metrics))
+            block = _Block(keys, array("i"), array("d"))
+            shapes.insert(0, (shape, block))
+            self._blocks.append(block)
+        self.start_node(node)
+        block.nodes.append(self._node)
+        block.values.extend([m["value"] for _, ms in metrics for m in ms])
+
+    def _flush(self) -> None:
+        """Every block's values into the columns; the blocks are let go."""
+        for block in self._blocks:
+            self._unblock(block.keys, block.nodes, block.values)
+        self._blocks, self._shapes = [], {}
+
+    def _unblock(self, keys: tuple[SeriesKey, ...], nodes: array | bytes, values: array | bytes,
+                 offset: int = 0) -> None:
+        """A block's rows (node indices + `offset`) appended to the columns by position. A key at
+        several positions is a node's repeats: kept as add_rows keeps them, averaged by _fold, so a
+        node seen again later averages across every value. No node of a block is in a column yet
+        (add_rows flushes the blocks before it adds a node seen before)."""
+        if not keys or not nodes:
+            return
+        ids = (np.frombuffer(nodes, dtype=np.int32) + np.int32(offset)).tobytes()
+        rows = np.frombuffer(values, dtype=np.float64).reshape(-1, len(keys))
+        where: dict[SeriesKey, list[int]] = {}
+        for pos, key in enumerate(keys):
+            where.setdefault(key, []).append(pos)
+        for key, positions in where.items():
+            col = self._column(key)
+            start = len(col.values)
+            col.nodes.frombytes(ids)
+            col.values.frombytes(rows[:, positions[-1]].tobytes())
+            if len(positions) > 1:
+                for i, repeats in enumerate(rows[:, positions].tolist(), start):
+                    self._repeats[(key, i)] = repeats
 
     def _fold(self) -> None:
         """Each node's repeated values in a series, averaged in the order they came."""
@@ -109,30 +205,44 @@ class SeriesBuilder:
         self._repeats = {}
 
     def parts(self) -> Columns:
-        """The columns so far (repeats averaged), to merge into another builder: the node names, and
-        per series its key, node indices and values as bytes (a few bytes a value to send)."""
+        """What this builder holds, to merge into another: the node names; per series (in the order
+        they came) its key, node indices and values as bytes (repeats averaged); and the blocks."""
         self._fold()
-        return tuple(self._names), [(k, c.nodes.tobytes(), c.values.tobytes()) for k, c in self._cols.items()]
+        cols = [(k, c.nodes.tobytes(), c.values.tobytes()) for k, c in self._cols.items()]
+        blocks = [(b.keys, b.nodes.tobytes(), b.values.tobytes()) for b in self._blocks]
+        return tuple(self._names), cols, blocks
 
     def merge(self, parts: Columns) -> None:
         """Another builder's parts, as if its nodes came now; each of them must be new here (a node
         twice in a fleet averages across both, which only add_rows does)."""
-        names, cols = parts
+        names, cols, blocks = parts
         offset = len(self._names)
         for name in names:
             if name in self._index:
                 raise ValueError(f"node {name} is in two parts")
             self._index[name] = len(self._names)
             self._names.append(name)
+        self._flush()
         for key, nodes, values in cols:
             col = self._column(key)
-            col.nodes.frombytes((np.frombuffer(nodes, dtype=np.int32) + np.int32(offset)).tobytes())
-            col.values.frombytes(values)
+            if nodes:
+                col.nodes.frombytes((np.frombuffer(nodes, dtype=np.int32) + np.int32(offset)).tobytes())
+                col.values.frombytes(values)
+        for keys, nodes, values in blocks:
+            self._unblock(keys, nodes, values, offset)
 
     def table(self) -> SeriesTable:
+        """The columns so far, each in the order its nodes first came (their indices)."""
+        self._flush()
         self._fold()
-        cols = {k: (np.frombuffer(c.nodes, dtype=np.int32), np.frombuffer(c.values, dtype=np.float64))
-                for k, c in self._cols.items()}
+        cols = {}
+        for k, c in self._cols.items():
+            nodes = np.frombuffer(c.nodes, dtype=np.int32)
+            values = np.frombuffer(c.values, dtype=np.float64)
+            if len(nodes) > 1 and bool((nodes[1:] < nodes[:-1]).any()):  # blocks flushed one after another
+                order = np.argsort(nodes, kind="stable")
+                nodes, values = nodes[order], values[order]
+            cols[k] = (nodes, values)
         return SeriesTable(tuple(self._names), cols)
 
 

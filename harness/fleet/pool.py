@@ -77,8 +77,8 @@ def build(fleet_dir: Path, manifest: Manifest, seen: Mapping[str, SeenJob],
         if pooled is not None:
             return pooled
         b = analysis.FleetBuilder(junit=junit)
-        for outcome, rows in collect.stream(fleet_dir, manifest, seen):
-            b.add(outcome, rows)
+        for outcome, metrics in collect.stream(fleet_dir, manifest, seen):
+            b.add(outcome, metrics)
         return b
 
 

@@ -22,6 +22,7 @@ from harness import results
 from harness.fleet import collect
 from harness.fleet import record as record_doc
 from harness.fleet.collect import load_record, load_run
+from harness.fleet.columns import rows_of
 from harness.model import CheckResult, Metric, RunRecord, Status, ToolRun
 
 
@@ -35,9 +36,9 @@ def test_a_clean_file_is_read_in_one_compiled_pass(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(collect.json, "loads", refused)
     monkeypatch.setattr(results, "validate", refused)
     monkeypatch.setattr(results, "finite", refused)
-    rec, rows, why = load_run(run_dir)
+    rec, metrics, why = load_run(run_dir)
     whole = record("n0", 100.0)
-    assert why == "" and rec is not None and rows == collect.metric_rows(whole)
+    assert why == "" and rec is not None and list(rows_of(metrics)) == collect.metric_rows(whole)
     assert rec.verdict == whole.verdict and rec.inventory == whole.inventory
     assert all(c.metrics == () for c in rec.checks if c.status is not Status.RECORDED)
     assert load_record(run_dir) == (whole, "")  # the whole run, compiled too
@@ -96,7 +97,7 @@ def test_the_compiled_schema_has_the_record_s_fields(doc: Any, cls: Any):
     assert set(schema["required"]) - {"format_version"} == needed
 
 
-def test_the_compiled_read_gives_the_run_and_rows_of_the_whole_record(tmp_path: Path):
+def test_the_compiled_read_gives_the_run_and_metrics_of_the_whole_record(tmp_path: Path):
     whole = record("n0", 100.0)
     recorded = CheckResult("power", "command", Status.RECORDED, "", "2026-11-29T10:00:02Z", 1.0,
                            (Metric("power.avg", 300.0, "W", {"gpu": 1, "b": "x"}),),
@@ -107,7 +108,8 @@ def test_the_compiled_read_gives_the_run_and_rows_of_the_whole_record(tmp_path: 
     text = (tmp_path / "results.json").read_text().replace('"value": 100.0', '"value": 100', 1)
     (tmp_path / "results.json").write_text(text)  # an integer where a float belongs: JSON allows it
     assert record_doc.from_json(text.encode()) is not None
-    rec, rows, why = load_run(tmp_path)
+    rec, metrics, why = load_run(tmp_path)
+    rows = list(rows_of(metrics))
     assert why == "" and rows == collect.metric_rows(whole)
     assert all(type(r[4]) is float for r in rows)
     stripped = tuple(c if c.status is Status.RECORDED else dataclasses.replace(c, metrics=())

@@ -71,7 +71,7 @@ def _no_unit(metric: dict[str, Any]) -> None:
 def full_load_run(run_dir: Path) -> tuple[RunRecord | None, list[Any], str]:
     """The reference: whole records, as `load_record` builds them."""
     rec, why = collect.load_record(run_dir)
-    return rec, collect.metric_rows(rec) if rec is not None else [], why
+    return rec, collect.record_metrics(rec) if rec is not None else [], why
 
 
 def report_outputs(root: Path, out: Path) -> dict[str, str]:
