@@ -14,6 +14,8 @@ from pathlib import Path
 from statistics import median
 from typing import TYPE_CHECKING, Any
 
+from markupsafe import Markup, escape
+
 from harness.fleet.analysis import FleetReport, natural
 from harness.fleet.collect import NodeOutcome, NodeStatus
 from harness.fleet.stats import Outlier, SeriesKey
@@ -51,6 +53,24 @@ class HeatRow:
     y: int
     cells: tuple[HeatCell, ...]
 
+    def svg(self) -> Markup:
+        """The row on screen: the node's name and a coloured cell a column, each with its title."""
+        cells = "".join(f'<rect x="{130 + c.x}" y="0" width="{CELL - 2}" height="{ROW - 2}" '
+                        f'fill="{escape(c.fill)}"><title>{escape(c.title)}</title></rect>'
+                        for c in self.cells)
+        text = (f'<g transform="translate(0,{self.y + ROW})"><text x="0" y="{ROW - 3}">'
+                f"{escape(self.node[:18])}</text>\n{cells}</g>\n")
+        return Markup(text)  # noqa: S704 - every text in it escaped
+
+    def paper(self, values: bool) -> Markup:
+        """The row on paper: name, status and a cell a column, with its value when `values`."""
+        cells = "".join(f'<td class="num" style="background:{escape(c.fill)}">'
+                        f'{escape(c.value or "—") if values else ""}</td>' for c in self.cells)
+        status = escape(self.status)
+        text = (f'<tr><td class="mono">{escape(self.node)}</td><td class="st {status}">{status}</td>'
+                f"{cells}</tr>\n")
+        return Markup(text)  # noqa: S704 - every text in it escaped
+
 
 @dataclass(frozen=True)
 class Heatmap:
@@ -58,6 +78,12 @@ class Heatmap:
     rows: Sequence[HeatRow]  # built as they are rendered (HeatRows): 10,000 nodes hold none
     width: int
     height: int
+
+    def svg_rows(self) -> Iterator[Markup]:
+        return (row.svg() for row in self.rows)
+
+    def paper_rows(self, values: bool) -> Iterator[Markup]:
+        return (row.paper(values) for row in self.rows)
 
 
 @dataclass(frozen=True)
@@ -77,6 +103,16 @@ class Plot:
     low: str
     high: str
     median: str
+
+    def marks(self) -> Markup:
+        """Every node as a tick on the line, outliers as red dots, each with its title."""
+        mid = PLOT_H // 2
+        text = "".join(
+            f'<circle cx="{d.x}" cy="{mid}" r="5" fill="#cf222e"><title>{escape(d.node)}: {escape(d.value)} '
+            "(outlier)</title></circle>" if d.outlier else
+            f'<line x1="{d.x}" y1="{mid - 7}" x2="{d.x}" y2="{mid + 7}" stroke="#57606a" stroke-opacity=".5">'
+            f"<title>{escape(d.node)}: {escape(d.value)}</title></line>" for d in self.dots)
+        return Markup(text)  # noqa: S704 - every text in it escaped
 
 
 def badness(value: float, median: float, better: str) -> float:
@@ -131,6 +167,8 @@ class HeatRows(Sequence[HeatRow]):
                  medians: Mapping[SeriesKey, float], values: Mapping[SeriesKey, Mapping[str, float]]):
         self._report, self._nodes, self._columns = report, nodes, columns
         self._medians, self._values = medians, values
+        self._texts = [k.text() for k in columns]
+        self._median_texts = [fmt_value(medians[k], k.unit) for k in columns]
 
     def __len__(self) -> int:
         return len(self._nodes)
@@ -149,12 +187,12 @@ class HeatRows(Sequence[HeatRow]):
         for j, k in enumerate(self._columns):
             v = self._values[k].get(n.node)
             if v is None:
-                cells.append(HeatCell(j * CELL, "#eeeeee", f"{n.node} {k.text()}: no value"))
+                cells.append(HeatCell(j * CELL, "#eeeeee", f"{n.node} {self._texts[j]}: no value"))
                 continue
             b = badness(v, medians[k], better[k])
             shown = fmt_value(v, k.unit)
-            cells.append(HeatCell(j * CELL, colour(b), f"{n.node} {k.text()}: {shown} "
-                                  f"(fleet median {fmt_value(medians[k], k.unit)})", shown))
+            cells.append(HeatCell(j * CELL, colour(b), f"{n.node} {self._texts[j]}: {shown} "
+                                  f"(fleet median {self._median_texts[j]})", shown))
         return HeatRow(n.node, n.status.value, i * ROW, tuple(cells))
 
 
