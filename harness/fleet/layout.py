@@ -221,9 +221,22 @@ def run_dirs(fleet_dir: Path, node: str, volume: bool = False) -> list[Path]:
     VOLUME/<node>/ of a results volume rather than DIR/nodes/<node>/. Neither the folder nor a
     run in it is followed through a symlink."""
     base = fleet_dir / node if volume else node_dir(fleet_dir, node)
-    if base.is_symlink() or not base.is_dir():
-        return []  # a node's folder, and each run in it, is never reached through a symlink
-    return sorted(p for p in base.iterdir() if _is_run(p))
+    try:  # a node's folder, and each run in it, is never reached through a symlink
+        if not stat.S_ISDIR(os.lstat(base).st_mode):
+            return []
+        with os.scandir(base) as entries:
+            names = sorted(e.name for e in entries if e.is_dir(follow_symlinks=False)
+                           and _regular(os.path.join(e.path, RESULTS)))
+    except OSError:
+        return []  # not there, or not readable: no run
+    return [base / name for name in names]
+
+
+def _regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def slurm_output(fleet_dir: Path, node: str, job_id: str | None) -> Path | None:
@@ -231,4 +244,8 @@ def slurm_output(fleet_dir: Path, node: str, job_id: str | None) -> Path | None:
     if not job_id:
         return None
     path = node_dir(fleet_dir, node) / f"slurm-{job_id}.out"
-    return path if path.exists() or path.is_symlink() else None
+    try:
+        os.lstat(path)
+    except OSError:
+        return None
+    return path
