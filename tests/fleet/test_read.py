@@ -16,6 +16,8 @@ import pytest
 from clihelp import harness
 from fleet_samples import record
 from fleetdirs import make_fleet, node_run_dir
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
 from harness import results
@@ -115,3 +117,11 @@ def test_the_compiled_read_gives_the_run_and_metrics_of_the_whole_record(tmp_pat
     stripped = tuple(c if c.status is Status.RECORDED else dataclasses.replace(c, metrics=())
                      for c in whole.checks)
     assert rec == dataclasses.replace(whole, checks=stripped)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from([b"N", b"a", b"NaN", b"I", b"n", b"f", b"Inf", b"Infinity", b"inity", b"x",
+                                 b'"', b"-", b"1"]), max_size=12))
+def test_the_vector_scan_for_nan_and_infinity_answers_as_a_substring_search(pieces: list[bytes]):
+    raw = b"".join(pieces)
+    assert record_doc.spells_non_finite(raw) == (b"NaN" in raw or b"Infinity" in raw)
