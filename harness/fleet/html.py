@@ -204,8 +204,11 @@ def legend() -> list[tuple[str, str]]:
 
 
 def plot(key: SeriesKey, values: Mapping[str, float], outliers: set[str], better: str,
-         median: float) -> Plot:
-    """A strip plot of one series: every node a tick, outliers in red, the median as a line."""
+         median: float, rank: Mapping[str, int] | None = None) -> Plot:
+    """A strip plot of one series: every node a tick, outliers in red, the median as a line.
+    `rank`: each node's place in natural order, when the caller has it (else worked out here)."""
+    if rank is None:
+        rank = {n: i for i, n in enumerate(sorted(values, key=natural))}
     lo, hi = min(values.values()), max(values.values())
     span = (hi - lo) or 1.0
 
@@ -213,7 +216,7 @@ def plot(key: SeriesKey, values: Mapping[str, float], outliers: set[str], better
         return round(10 + (PLOT_W - 20) * (v - lo) / span, 1)
 
     dots = tuple(Dot(x(v), n, fmt_value(v, key.unit), n in outliers)
-                 for n, v in sorted(values.items(), key=lambda kv: (kv[0] in outliers, natural(kv[0]))))
+                 for n, v in sorted(values.items(), key=lambda kv: (kv[0] in outliers, rank[kv[0]])))
     return Plot(f"{key.text()} [{key.sku}]", better, x(median), dots, fmt_value(lo, key.unit),
                 fmt_value(hi, key.unit), fmt_value(median, key.unit))
 
@@ -277,6 +280,7 @@ def html_chunks(report: FleetReport) -> Iterator[str]:
     # the few series drawn, each as {node: value} once (report.series may build them on demand)
     values = {k: report.series[k] for k in dict.fromkeys([*columns, *plot_keys])}
     medians = _medians(values)
+    rank = {name: i for i, name in enumerate(sorted({n.node for n in report.nodes}, key=natural))}
     by_key: dict[SeriesKey, set[str]] = {}
     for o in report.outliers:
         by_key.setdefault(o.key, set()).add(o.node)
@@ -291,7 +295,7 @@ def html_chunks(report: FleetReport) -> Iterator[str]:
         "outliers_by_node": {n: len(report.outliers_of(n)) for n in flagged},
         "heat_attention": heatmap(report, attention, columns, medians, values) if columns else None,
         "heat_healthy": heatmap(report, healthy, columns, medians, values) if columns and healthy else None,
-        "plots": [plot(k, values[k], by_key[k], report.better[k], medians[k]) for k in plot_keys],
+        "plots": [plot(k, values[k], by_key[k], report.better[k], medians[k], rank) for k in plot_keys],
         "plot_w": PLOT_W, "plot_h": PLOT_H, "cell": CELL, "rowh": ROW,
         "heat_units": [k.unit for k in columns], "legend": legend(),
         "print_values": len(columns) <= PRINT_VALUE_COLUMNS,
