@@ -12,9 +12,10 @@ import pytest
 from clihelp import QUICK_FIO, harness, results, run_dirs, write
 from historyhelp import acceptance, derive, gpus, load, quick_runs
 
+from harness import results as harness_results
 from harness.config.driftrules import DriftRule
 from harness.history.drift import RunPoint, SeriesKey, SourcedRule, evaluate
-from harness.history.record import annotate
+from harness.history.record import annotate, import_runs
 from harness.history.store import SqliteStore
 from harness.model import Metric, Outcome, RunRecord
 
@@ -128,6 +129,30 @@ def test_a_go_live_recorded_in_the_same_second_is_earlier_whatever_its_random_su
         store.record(new)  # annotated again once stored (a re-render): the order is kept
         again = annotate(now, store, [rule])
         assert again.history["golive"]["run_id"] == golive_id and again.history["node"]["runs_before"] == 1
+
+
+@pytest.mark.parametrize(("golive_id", "now_id"), [
+    ("vm-20260105T000000Z-ffffff", "vm-20260105T000000Z-000000"),
+    ("vm-20260105T000000Z-000000", "vm-20260105T000000Z-ffffff")])
+def test_history_import_keeps_the_given_order_of_runs_in_one_second(
+        real: RunRecord, tmp_path: Path, golive_id: str, now_id: str):
+    """`history import GOLIVE NOW` of two runs that started in the same second stores them in that
+    order, whatever their ids' random suffixes (they were sorted by run id), so the later one is
+    judged against the go-live."""
+    second = "2026-01-05T00:00:00Z"
+    golive = acceptance(derive(real, golive_id, second, gpu_list=gpus()))
+    now = derive(real, now_id, second, gpu_list=gpus(), scale={"fio.iops": 0.5})
+    dirs = [tmp_path / "golive", tmp_path / "now"]
+    for d, rec in zip(dirs, (golive, now), strict=True):
+        d.mkdir()
+        harness_results.write(d, rec)
+    rule = SourcedRule(DriftRule.model_validate({"metric": "fio.iops", "labels": {"job": "randread_4k"},
+                                                 "vs": "golive", "max_drop_pct": 5}), "suite")
+    with SqliteStore(tmp_path / "h.sqlite") as store:
+        rows = import_runs(store, dirs)
+        assert [r.run_id for r in rows] == [golive_id, now_id]
+        judged = annotate(now, store, [rule])
+    assert judged.history["golive"]["run_id"] == golive_id and judged.history["node"]["runs_before"] == 1
 
 
 def test_drift_over_recorded_quarters_with_a_gpu_swap(real: RunRecord, tmp_path: Path):
