@@ -275,7 +275,10 @@ def read_bounded(path: Path, limit: int, *, follow: bool = True) -> bytes:
             raise TooLarge(errno.EINVAL, f"is {what}, not a regular file", str(path))
         if st.st_size > limit:
             raise TooLarge(errno.EFBIG, too_large(st.st_size, limit), str(path))
-        data = f.read(limit + 1)
+        want = st.st_size + 1  # a buffer of the file's size, not of the limit (64 MiB a read)
+        data = f.read(want)
+        if len(data) == want:  # it grew since, or its size says nothing (/proc): read on to the limit
+            data += f.read(limit + 1 - want)
     if len(data) > limit:  # it grew while read
         raise TooLarge(errno.EFBIG, too_large(len(data), limit), str(path))
     return data

@@ -7,6 +7,7 @@ ERRORED saying so."""
 from __future__ import annotations
 
 import logging
+import os
 import resource
 import shutil
 import subprocess
@@ -141,3 +142,25 @@ checks:
     message = check["message"]
     assert message.startswith("invalid run: tool output cut: only the last 64 MiB of raw/chatty/01-"), message
     assert ".stdout (83886090 bytes) were parsed" in message
+
+
+def test_a_bounded_read_takes_what_is_there_past_the_size_it_was_opened_with(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch):
+    """The read is sized by the file (not by the limit), and still whole when the file grew after
+    it was opened or its size says nothing (/proc); over the limit it is refused as before."""
+    from harness import fsutil
+
+    assert fsutil.read_bounded(Path("/proc/self/cmdline"), 1 << 20) == Path("/proc/self/cmdline").read_bytes()
+    path = tmp_path / "growing.json"
+    path.write_bytes(b"x" * 1000)
+    real = fsutil.os.fstat
+
+    def smaller(fd: int) -> os.stat_result:  # what fstat said before the writer added 990 bytes
+        st = list(real(fd))
+        st[6] = 10
+        return os.stat_result(st)
+
+    monkeypatch.setattr(fsutil.os, "fstat", smaller)
+    assert fsutil.read_bounded(path, 4096) == b"x" * 1000
+    with pytest.raises(fsutil.TooLarge, match="larger than"):
+        fsutil.read_bounded(path, 500)
