@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,7 @@ from typing import Any
 
 import fake_perftest
 import ibsysfs
+import pytest
 import yaml
 from clihelp import ROOT, results, run_dirs
 from pcisysfs import gpu_addresses, lines, write_tree
@@ -126,15 +128,18 @@ def degrade(into: Path) -> Path:
 class Node:
     """One node: its fake GPUs, HCAs and PCI bus, its history store, and `harness run` on it."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, fresh: bool = True) -> None:
+        """`fresh`: build the node in `tmp_path`; else use the one a copy of such a folder holds."""
         self.tmp = tmp_path
+        self.spec = tmp_path / "node.json"
+        if not fresh:
+            return
         ib = tmp_path / "ib"
         for dev in ibsysfs.IB_NDR:
             (ib / dev).mkdir(parents=True)
             (ib / dev / "fw_ver").write_text("28.39.1002\n")
             ibsysfs.write_port(ib, dev, 1, "Active", "LinkUp", "400", "InfiniBand", ibsysfs.zero_counters())
         idle = {"name": "NVIDIA H100 80GB HBM3", "util": 0.0, "temp": 35.0}  # settled at once
-        self.spec = tmp_path / "node.json"
         self.spec.write_text(json.dumps({
             "gpus": [idle] * 8, "bus_ids": [a[4:] for a in gpu_addresses()],
             "pci_root": str(write_tree(tmp_path / "pci", lines())), "ib_root": str(ib)}))
@@ -179,18 +184,30 @@ def golive_judged(q: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def acceptance_then_quarterly(tmp_path: Path, quarter: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    node = Node(tmp_path)
-    golive = node.run("acceptance", real_captures(tmp_path / "captures-golive"))
-    assert golive["_rc"] == 0 and golive["verdict"] == "ACCEPTED", (statuses(golive), golive["_log"][-3000:])
-    assert statuses(golive)["nvme-health"] == "skipped"  # this machine has no NVMe: no drift rule vs go-live
-    q = node.run("quarterly", quarter)
-    assert q["history"]["golive"]["run_id"] == golive["run_id"], q["history"]
-    return golive, q
+@pytest.fixture(scope="module")
+def golive(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """One node's acceptance run, recorded as its go-live: run once for the module (it is the slow
+    half), each test quarters a copy of the node (its own history store)."""
+    tmp = tmp_path_factory.mktemp("golive")
+    node = Node(tmp)
+    doc = node.run("acceptance", real_captures(tmp / "captures-golive"))
+    assert doc["_rc"] == 0 and doc["verdict"] == "ACCEPTED", (statuses(doc), doc["_log"][-3000:])
+    assert statuses(doc)["nvme-health"] == "skipped"  # this machine has no NVMe: no drift rule vs go-live
+    return tmp, doc
 
 
-def test_the_shipped_suites_judge_every_golive_rule(tmp_path: Path):
-    _, q = acceptance_then_quarterly(tmp_path, real_captures(tmp_path / "captures-q"))
+def acceptance_then_quarterly(golive: tuple[Path, dict[str, Any]], tmp_path: Path,
+                              quarter: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    template, golive_doc = golive
+    copy = tmp_path / "node"
+    shutil.copytree(template, copy, symlinks=True)
+    q = Node(copy, fresh=False).run("quarterly", quarter)
+    assert q["history"]["golive"]["run_id"] == golive_doc["run_id"], q["history"]
+    return golive_doc, q
+
+
+def test_the_shipped_suites_judge_every_golive_rule(golive: tuple[Path, dict[str, Any]], tmp_path: Path):
+    _, q = acceptance_then_quarterly(golive, tmp_path, real_captures(tmp_path / "captures-q"))
     assert q["_rc"] == 0 and q["verdict"] == "ACCEPTED", (statuses(q), q["_log"][-3000:])
     judged = golive_judged(q)
     drift = next(c for c in q["checks"] if c["kind"] == "drift")
@@ -209,8 +226,8 @@ def test_the_shipped_suites_judge_every_golive_rule(tmp_path: Path):
     assert "since go-live" in q["_html"]
 
 
-def test_a_drop_past_the_limit_since_go_live_is_flagged(tmp_path: Path):
-    _, q = acceptance_then_quarterly(tmp_path, degrade(tmp_path / "captures-q"))
+def test_a_drop_past_the_limit_since_go_live_is_flagged(golive: tuple[Path, dict[str, Any]], tmp_path: Path):
+    _, q = acceptance_then_quarterly(golive, tmp_path, degrade(tmp_path / "captures-q"))
     judged = golive_judged(q)
     d2h = {e["labels"]["gpu"]: e for e in judged["gpu.d2h_bw"]}  # labels as the history keeps them
     assert d2h["3"]["outcome"] == "warn" and "-50.0% since go-live" in d2h["3"]["message"], d2h["3"]
