@@ -76,25 +76,6 @@ def node_suite(n: NodeOutcome) -> SuiteXml:
                                                              for a in ("tests", "failures", "errors")))
 
 
-def _attr(text: str) -> str:
-    """An attribute value escaped as ElementTree escapes it."""
-    if "&" in text:
-        text = text.replace("&", "&amp;")
-    if "<" in text:
-        text = text.replace("<", "&lt;")
-    if ">" in text:
-        text = text.replace(">", "&gt;")
-    if '"' in text:
-        text = text.replace('"', "&quot;")
-    if "\r" in text:
-        text = text.replace("\r", "&#13;")
-    if "\n" in text:
-        text = text.replace("\n", "&#10;")
-    if "\t" in text:
-        text = text.replace("\t", "&#09;")
-    return text
-
-
 def _cdata(text: str) -> str:
     """Character data escaped as ElementTree escapes it."""
     if "&" in text:
@@ -104,6 +85,19 @@ def _cdata(text: str) -> str:
     if ">" in text:
         text = text.replace(">", "&gt;")
     return text
+
+
+def _attr(text: str) -> str:
+    """An attribute value escaped as ElementTree escapes it: as character data, and quotes and
+    line breaks too."""
+    text = _cdata(text)
+    for raw, entity in _ATTR_MORE:
+        if raw in text:
+            text = text.replace(raw, entity)
+    return text
+
+
+_ATTR_MORE = (('"', "&quot;"), ("\r", "&#13;"), ("\n", "&#10;"), ("\t", "&#09;"))
 
 
 def indented(el: ET.Element, level: int) -> str:
