@@ -5,7 +5,9 @@ tasks and I/O in it are not competing load. Scripted clock and /proc trees, as t
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,7 @@ from contentiontree import FIO_SUITE, Tree, put, resolved, stepping
 
 from harness.platform.procfs import ProcFs
 from harness.run import contention as cn
+from harness.run import session as app
 
 
 def gate_from(tmp_path: Path, tree: Tree, clock: list[float], prepare_s: float, running: int = 0,
@@ -126,3 +129,28 @@ def test_the_harness_s_own_load_in_the_window_is_not_competing_load(tmp_path, ou
     else:  # 10 MB by others while the run started; none in the check's own window, read afresh
         assert refused == "" and asked == [cn.FIRST_LOOK_S]
         assert details["contention"]["window_s"] == cn.FIRST_LOOK_S and load["foreign_io_bps"] == 0
+
+
+def test_a_run_s_first_window_starts_as_the_run_does(tmp_path, monkeypatch, contention_gate):
+    """Through session.execute: a start taken 0.6 s before is the start of the first check's
+    window (no sleep; a shorter one would read 0.25 s), and a dry run takes none."""
+    real, taken = cn.first_look, []
+
+    def early() -> cn.Snapshot | None:
+        s = real()
+        assert s is not None
+        taken.append(dataclasses.replace(s, t=time.monotonic() - 0.6))
+        return taken[-1]
+
+    monkeypatch.setattr(cn, "first_look", early)
+    # this shared machine's own load is let through, as in tests/cli/test_contention_limits.py
+    suite = write(tmp_path / "s.yaml", "name: one\ndefaults:\n  contention: {timeout: 1s, runnable_per_cpu: "
+                  "1000, cpu_some: 100%, mem_some: 100%, steal: 100%}\n"
+                  "checks:\n  - {id: load, kind: command, params: {argv: [/bin/true]}}\n")
+    assert app.run(suite=str(suite), profile="generic", output=tmp_path / "dry", dry_run=True) == 0
+    assert taken == []
+    finished = app.execute(suite=str(suite), profile="generic", output=tmp_path / "out", history="off",
+                           inventory_probe=lambda: {"host": {"hostname": "node"}})
+    assert finished.record is not None and len(taken) == 1
+    rec = finished.record.checks[0].details["contention"]
+    assert rec["window_s"] >= 0.6 and rec["waited_s"] == 0.0
