@@ -290,6 +290,7 @@ def _launch(p: _Prepared, opts: RunOptions, first_look: contention.Snapshot | No
     from harness.history import record as hist
     from harness.platform import ledger
     from harness.platform.runlock import RunLock
+    from harness.report import outputs
     from harness.run import plan, progress, resume, retention
     from harness.run.finish import errors_of
     from harness.run.runner import RunContext, Runner, exit_code, iso, make_run_dir, utcnow
@@ -312,6 +313,7 @@ def _launch(p: _Prepared, opts: RunOptions, first_look: contention.Snapshot | No
             notes += ledger.reap_stale(run_dir)
             resume.clear_partial(run_dir, [pc.id for pc in planned if pc.id not in p.previous])
         lock.set_run_dir(run_dir)
+        outputs.prepare(run_dir.parent)  # inside the first look, which would otherwise sleep
         for n in notes:
             print(f"note: {printable(n)}", file=sys.stderr)
         ctx = RunContext(
