@@ -296,13 +296,19 @@ def _environment(cache_parent: Path | None = None) -> Environment:
     return env
 
 
+def load_template(cache_parent: Path | None) -> Any:
+    """Jinja2 and the report's template (compiled, from the cache under `cache_parent` when there),
+    loaded now: render_html of a run directory in `cache_parent` then finds them loaded."""
+    return _environment(cache_parent).get_template("report.html.j2")
+
+
 def render_html(record: RunRecord, run_dir: Path | None) -> str:
     """The whole report as one self-contained HTML document."""
 
     checks = [_check_view(i, c, run_dir) for i, c in enumerate(record.checks)]
     # the output directory holds the compiled-template cache (run dirs live directly in it)
     cache_parent = run_dir.parent if run_dir is not None else None
-    return _environment(cache_parent).get_template("report.html.j2").render(
+    return load_template(cache_parent).render(
         record=record, verdict=record.verdict, counts=record.counts, checks=checks,
         inventory=inventory_view(record.inventory, record.host), tail_kib=TAIL_BYTES // 1024,
         history=history_view(record), drives=drive_table(record), findings=findings(record),

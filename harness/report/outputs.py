@@ -7,7 +7,7 @@ from pathlib import Path
 
 from harness.fsutil import atomic_write_text
 from harness.model import RunRecord
-from harness.report.html import render_html
+from harness.report.html import load_template, render_html
 from harness.report.junit import render_junit
 
 HTML_NAME = "report.html"
@@ -33,3 +33,13 @@ def write_rendered(run_dir: Path, texts: Mapping[str, str]) -> None:
 def write_reports(record: RunRecord, run_dir: Path) -> None:
     """Render and write report.html and junit.xml into `run_dir` (`harness report`)."""
     write_rendered(run_dir, {name: render(record, run_dir) for name, render in RENDERERS.items()})
+
+
+def prepare(output: Path) -> None:
+    """Load what rendering the reports of a run directory in `output` needs (Jinja2, the compiled
+    template) ahead of the render: a run does so while it would otherwise wait (its first
+    contention look). A failure here is left to the render, which reports it in the record."""
+    try:
+        load_template(output)
+    except Exception:  # the render meets it again and records it as the run's error
+        return

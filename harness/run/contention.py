@@ -6,7 +6,9 @@ runnable tasks per CPU and the CPU time stolen by a hypervisor, pressure stall (
 and memory, other processes' I/O on the disk a storage check measures (all its I/O less the check's
 own processes'; every physical disk when the target is not one disk), memory left available, and
 other processes on the GPUs. Before the check it reads FIRST_LOOK_S and stops there when every
-reading is calm (far below its limit), else the whole WINDOW_S; it waits, bounded
+reading is calm (far below its limit), else the whole WINDOW_S (the run's first check's first window
+starts as the run does, first_look(): the run's preparation fills it instead of a sleep; it stands
+only when calm and at most WINDOW_S old, else the check's window is read afresh); it waits, bounded
 (`contention.timeout`, like the settle gate), while the node is contended; still contended,
 the check is ERRORED "contended: ..." and does not run. During the check it samples every
 WINDOW_S (other GPU processes too); a measurement contended for at least DURING_SHARE of its
@@ -112,7 +114,8 @@ class Snapshot:
     ncpu: int = 1
     running: int = 0  # runnable tasks of other processes
     psi: Mapping[str, int] = field(default_factory=dict)  # resource -> `some` total, us
-    disk_bytes: int | None = None  # physical disks, read + written
+    disk_bytes: int | None = None  # the disks watched (every physical disk by default), read + written
+    per_disk: Mapping[str, int] | None = None  # every disk's bytes read + written (on_disks sums them)
     own_io: Mapping[int, int] = field(default_factory=dict)  # pid of ours -> bytes read + written
     mem_available: float | None = None  # share of MemTotal
 
@@ -149,9 +152,8 @@ def snapshot(fs: ProcFs, clock: Callable[[], float] = time.monotonic,
         cpu = None
     psi = {r: p.some_us for r in ("cpu", "io", "memory") if (p := fs.pressure(r)) is not None}
     disks = diskstats.read(fs.proc.parent)
-    disk_bytes = None if disks is None else sum(
-        d.read_bytes + d.write_bytes for n, d in disks.items()
-        if (n in disks_of if disks_of is not None else not n.startswith(VIRTUAL_DISKS)))
+    per_disk = None if disks is None else {n: d.read_bytes + d.write_bytes for n, d in disks.items()}
+    disk_bytes = _disk_bytes(per_disk, disks_of)
     own_io = {pid: r + w for pid in own if (io := fs.io(pid)) is not None for r, w in [io]}
     mem: float | None = None
     try:
@@ -161,9 +163,30 @@ def snapshot(fs: ProcFs, clock: Callable[[], float] = time.monotonic,
     except OSError:
         pass
     if cpu is None:
-        return Snapshot(clock(), psi=psi, disk_bytes=disk_bytes, own_io=own_io, mem_available=mem)
+        return Snapshot(clock(), psi=psi, disk_bytes=disk_bytes, per_disk=per_disk, own_io=own_io,
+                        mem_available=mem)
     return Snapshot(clock(), cpu.steal, cpu.total, cpu.ncpu, max(0, cpu.running - own_running), psi,
-                    disk_bytes, own_io, mem)
+                    disk_bytes, per_disk, own_io, mem)
+
+
+def _disk_bytes(per_disk: Mapping[str, int] | None, disks_of: frozenset[str] | None) -> int | None:
+    if per_disk is None:
+        return None
+    return sum(v for n, v in per_disk.items()
+               if (n in disks_of if disks_of is not None else not n.startswith(VIRTUAL_DISKS)))
+
+
+def on_disks(s: Snapshot, disks_of: frozenset[str] | None) -> Snapshot:
+    """`s` with its disk I/O that of `disks_of` (every physical disk for None): a snapshot taken
+    before a check's disks were known, made its start."""
+    return dataclasses.replace(s, disk_bytes=_disk_bytes(s.per_disk, disks_of))
+
+
+def first_look(env: Mapping[str, str] = os.environ) -> Snapshot | None:
+    """The start of a run's first window, read as the run starts (None when the gate is off): the
+    run's own preparation (imports, config, inventory) then takes the place of the sleep of the
+    gate's first look (Gate(start=...))."""
+    return None if mode_of(env) == "off" else snapshot(ProcFs())
 
 
 def window(a: Snapshot, b: Snapshot) -> dict[str, float]:
@@ -254,11 +277,13 @@ class Gate:
 
     def __init__(self, fs: ProcFs | None = None, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep, window_s: float | None = None,
-                 gpus: Callable[[], list[str]] = gpu_others, mode: str | None = None) -> None:
+                 gpus: Callable[[], list[str]] = gpu_others, mode: str | None = None,
+                 start: Snapshot | None = None) -> None:
         self.fs, self.clock, self.sleep = fs or ProcFs(), clock, sleep
         self.mode = mode or mode_of(os.environ)
         self.gpus = gpus
         self.window_s = window_s or (RECORD_WINDOW_S if self.mode == "record" else WINDOW_S)
+        self.start = start  # first_look(): the start of the run's first check's first window
 
     def _read(self, wanted: frozenset[str], disks: frozenset[str] | None, lim: Limits,
               first: bool = False) -> tuple[dict[str, Any], list[str], float]:
@@ -267,11 +292,32 @@ class Gate:
         every later read, the window is window_s long from the same start."""
         a = snapshot(self.fs, self.clock, disks)
         look = FIRST_LOOK_S if first and self.window_s > FIRST_LOOK_S else self.window_s
-        self.sleep(look)
+        self._sleep_to(a, look)
         load: dict[str, Any] = window(a, snapshot(self.fs, self.clock, disks))
         if look < self.window_s and not calm(load, wanted, lim):
-            self.sleep(self.window_s - look)
-            load, look = window(a, snapshot(self.fs, self.clock, disks)), self.window_s
+            look = self.window_s
+            self._sleep_to(a, look)
+            load = window(a, snapshot(self.fs, self.clock, disks))
+        return (*self._judged(load, wanted, disks, lim), look)
+
+    def _from_start(self, wanted: frozenset[str], disks: frozenset[str] | None, lim: Limits,
+                    start: Snapshot) -> tuple[dict[str, Any], list[str], float] | None:
+        """The first window read from `start` (taken as the run started: the harness prepared the
+        run in it), sleeping only what is left of the first look; None unless calm. The harness's
+        own load can make it less calm (PSI counts every task's waits), never calmer (its own
+        runnable tasks and I/O are left out), so a window that is not is read afresh."""
+        a = on_disks(start, disks)
+        self._sleep_to(a, min(FIRST_LOOK_S, self.window_s))
+        b = snapshot(self.fs, self.clock, disks)
+        load = window(a, b)
+        if not calm(load, wanted, lim):
+            return None
+        return (*self._judged(load, wanted, disks, lim), round(b.t - a.t, 3))
+
+    def _judged(self, load: dict[str, Any], wanted: frozenset[str], disks: frozenset[str] | None,
+                lim: Limits) -> tuple[dict[str, Any], list[str]]:
+        """The window's load with the disks, busy processes and other GPU processes named, and what
+        in it contends (judge())."""
         if disks and "io" in wanted:
             load["disks"] = sorted(disks)
         why = judge(load, wanted, before=True, lim=lim)
@@ -282,20 +328,32 @@ class Gate:
         if "gpu" in wanted and (others := self.gpus()):
             load["gpu_processes"] = others
             why.append("gpu: other processes on the GPUs: " + "; ".join(others[:4]))
-        return load, why, look
+        return load, why
+
+    def _sleep_to(self, a: Snapshot, length: float) -> None:
+        """Sleep until the window from `a` is `length` long (not at all when it is already)."""
+        if (left := length - (self.clock() - a.t)) > 0:
+            self.sleep(left)
 
     def before(self, check: ResolvedCheck, stop: Callable[[], bool],
                note: Callable[[str], None]) -> tuple[dict[str, Any], str]:
         """(details, reason): the load before `check`, waited for while contended; the reason is ""
-        when the check may measure, else what still contended after `contention.timeout`."""
+        when the check may measure, else what still contended after `contention.timeout`.
+        The run's start (Gate(start=...)) begins the first window of the run's first check when
+        that check is gated and the start at most window_s old; every other window is read afresh."""
+        start, self.start = self.start, None
         if self.mode == "off" or not wants(check):
             return {}, ""
-        wanted, limit, t0 = resources(check), check.contention.timeout, self.clock()
+        wanted, limit = resources(check), check.contention.timeout
         disks = target_disks(check) if "io" in wanted else None
         lim, noted, first = limits_of(check), False, True
+        if start is not None and self.clock() - start.t > self.window_s:
+            start = None  # older than one window (a settle wait, a held lock): not judged
+        read = None if start is None else self._from_start(wanted, disks, lim, start)
+        t0 = self.clock()  # the first look from the start is no wait for competing load
         while True:
-            load, why, look = self._read(wanted, disks, lim, first)
-            first = False
+            load, why, look = read or self._read(wanted, disks, lim, first)
+            read, first = None, False
             waited = round(self.clock() - t0 - look, 1)
             rec = {"before": load, "waited_s": max(0.0, waited), "window_s": look, "timeout_s": limit,
                    "limits": dataclasses.asdict(lim)}

@@ -111,6 +111,7 @@ class RunContext:
     config: tuple[tuple[Any, str], ...] = ()  # the profile's config: rules, with its name
     history: History | None = None  # annotates the record before the final write, records it after
     left_out: tuple[LeftOut, ...] = ()  # the suite's checks an option left out (RunRecord.left_out)
+    first_look: contention.Snapshot | None = None  # the start of the first check's first window
 
 
 class Runner:
@@ -124,7 +125,7 @@ class Runner:
         self.saved: set[str] = set()
         self.started = ctx.started or utcnow()
         self.gate = settle.Gate()
-        self.contention = contention.Gate()
+        self.contention = contention.Gate(start=ctx.first_look)
         self.link_faults: dict[str, str] = {}  # gpu_series.once: GPU -> the check that reported its link
 
     # -- signals ------------------------------------------------------------------------

@@ -57,8 +57,9 @@ def test_a_check_overrides_the_suite(tmp_path: Path, contention_gate: None):
     assert code == 4, out  # measured, nothing judged it: UNTESTED, not contended
     (c,) = doc["checks"]
     assert c["status"] == "recorded" and c["details"]["contention"]["limits"]["mem_available"] == 0
-    # every reading far below these limits: the first look was enough
-    assert c["details"]["contention"]["window_s"] == cn.FIRST_LOOK_S
+    # every reading far below these limits: the first look was enough; it may have begun as the run
+    # did (contention.first_look), so the run's start-up may have made it longer, never shorter
+    assert cn.FIRST_LOOK_S <= c["details"]["contention"]["window_s"] < cn.WINDOW_S
 
 
 @pytest.mark.parametrize("bad,words", [
