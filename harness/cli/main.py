@@ -91,6 +91,9 @@ def run(ctx: click.Context, suite: str | None, profile: str | None, output: Path
     anything, or an expected check was skipped or left out by --only/--skip/--tags), 130/143
     interrupted.
     """
+    from harness.run import contention  # start-up: the gate's first look begins before the run's modules load
+
+    first_look = None if dry_run else contention.first_look()
     from harness.run import session as app  # start-up: the run's modules load only for `harness run`
 
     if ctx.get_parameter_source("keep") is click.core.ParameterSource.COMMANDLINE and not (quiet or npd):
@@ -104,7 +107,7 @@ def run(ctx: click.Context, suite: str | None, profile: str | None, output: Path
                              quiet=quiet or npd, keep=keep, node=node, prom_textfile=prom_textfile)
 
     def launch() -> app.Finished:
-        return app.execute(options=options)
+        return app.execute(options=options, first_look=first_look)
 
     if quiet or npd:
         from harness.cli.quiet import run_quietly  # start-up: only --quiet needs it

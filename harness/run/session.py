@@ -13,14 +13,27 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness import config
+from harness.checks.registry import kinds
 from harness.errors import ConfigError, HarnessError, UsageError, printable
-from harness.run import contention
+from harness.fsutil import output_dir_problem, untrusted
+from harness.history import record as hist
+from harness.history.series import params_digest
+from harness.model import LeftOut, RunRecord, join_labels
+from harness.platform import ledger, sysinfo
+from harness.platform.runlock import RunLock
+from harness.report import outputs
+from harness.report.fmt import fmt_status
+from harness.run import contention, plan, progress, resume, retention
+from harness.run.finish import errors_of
+from harness.run.resume import digest
+from harness.run.runner import RunContext, Runner, exit_code, iso, make_run_dir, utcnow
 
 DEFAULT_KEEP = 20  # quiet runs kept in an output directory (--keep)
 
 if TYPE_CHECKING:
     from harness.config import Found, LoadedProfile, LoadedSuite
-    from harness.model import CheckResult, LeftOut, RunRecord
+    from harness.model import CheckResult
     from harness.run.plan import PlannedCheck
 
 
@@ -124,11 +137,12 @@ def run(options: RunOptions | None = None, *, inventory_probe: InventoryProbe | 
 
 
 def execute(options: RunOptions | None = None, *, inventory_probe: InventoryProbe | None = None,
-            **fields: Any) -> Finished:
-    """`run`, returning the record as written too."""
+            first_look: contention.Snapshot | None = None, **fields: Any) -> Finished:
+    """`run`, returning the record as written too. `first_look`: the start of the contention gate's
+    first look, taken by the caller before this module loaded (else taken now): loading, checking
+    and planning the run fill it."""
     opts = _options(options, fields)
-    # the contention gate's first look begins now: loading, checking and planning the run fill it
-    start = None if opts.dry_run else contention.first_look()
+    start = None if opts.dry_run else first_look or contention.first_look()
     with _start_up():
         prepared = _prepare(opts, inventory_probe)
     try:
@@ -158,15 +172,6 @@ def _start_up() -> Iterator[None]:
 
 def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepared | None:
     """Load, check and plan the run (or the resumed one); None after printing a --dry-run plan."""
-    # start-up: the run's modules load inside the contention gate's first look (execute)
-    from harness import config
-    from harness.checks.registry import kinds
-    from harness.fsutil import output_dir_problem
-    from harness.history.series import params_digest
-    from harness.platform import sysinfo
-    from harness.run import plan
-    from harness.run.resume import digest
-
     node = node_name(opts.node)
     if opts.prom_textfile is not None and not opts.prom_textfile.is_dir():
         raise UsageError(f"--prom-textfile {opts.prom_textfile}: not a directory (give the node "
@@ -231,8 +236,6 @@ def _candidates() -> tuple[list[LoadedProfile], dict[Path, Found]]:
     """The trusted profiles on the search path that load, for auto-selection, with where each was
     found; a file not trusted, or one that does not load, is a warning and no candidate: one bad
     file cannot stop every run, nor can a planted one be chosen."""
-    from harness import config  # start-up: loaded by _prepare, inside the gate's first look
-
     _warn_refused(config.untrusted_files("profiles"))
     candidates: list[LoadedProfile] = []
     found_as: dict[Path, Found] = {}
@@ -264,11 +267,6 @@ def declared_directions(planned: Sequence[PlannedCheck]) -> dict[str, dict[str, 
 
 def _resume(run_dir: Path, inventory_probe: InventoryProbe | None, node: str | None) -> _Prepared:
     """Finish RUN_DIR: same suite, profile and checks; finished checks are kept."""
-    # start-up: loaded by _prepare, inside the gate's first look
-    from harness.platform import sysinfo
-    from harness.run import plan, resume
-    from harness.run.runner import iso, utcnow
-
     r = resume.prepare(run_dir)
     inventory = as_node(inventory_probe() if inventory_probe else sysinfo.collect(), node)
     host = str(inventory.get("host", {}).get("hostname") or "host")
@@ -286,15 +284,6 @@ def _resume(run_dir: Path, inventory_probe: InventoryProbe | None, node: str | N
 def _launch(p: _Prepared, opts: RunOptions, first_look: contention.Snapshot | None = None) -> Finished:
     """Take the node's run lock, clean up after a crashed run, run the plan, print the verdict;
     `first_look` starts the first check's first contention window."""
-    # start-up: the run's modules load inside the contention gate's first look (execute)
-    from harness.history import record as hist
-    from harness.platform import ledger
-    from harness.platform.runlock import RunLock
-    from harness.report import outputs
-    from harness.run import plan, progress, resume, retention
-    from harness.run.finish import errors_of
-    from harness.run.runner import RunContext, Runner, exit_code, iso, make_run_dir, utcnow
-
     output, planned, prof, run_dir = p.output, p.planned, p.prof, p.run_dir
     os.umask(os.umask(0o022) | 0o022)  # nothing the run writes is group- or world-writable
     _trusted_output(output)
@@ -358,8 +347,6 @@ def _textfile(record: RunRecord, directory: Path) -> None:
 def _trusted_store(store: Path | None) -> None:
     """UsageError when the history store (or its directory) stands where someone else can write:
     its baselines and drift rules judge the run."""
-    from harness.fsutil import untrusted  # start-up: loaded by _prepare, inside the gate's first look
-
     for p in () if store is None else (store, store.parent):
         why = untrusted(p) if p.exists() else ""
         if why:
@@ -371,8 +358,6 @@ def _trusted_output(output: Path) -> None:
     """UsageError unless the output directory (made if missing) is one no one else can write: the
     run's records live there, and report, compare, export and --resume read them later
     (`--output reports` is relative to the current directory, which may be anyone's)."""
-    from harness.fsutil import untrusted  # start-up: loaded by _prepare, inside the gate's first look
-
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -386,10 +371,6 @@ def _trusted_output(output: Path) -> None:
 def summary(record: RunRecord, run_dir: Path) -> list[str]:
     """The verdict, each failed or errored check with its failing rules, and the report's path; a
     tool's text in them escaped (harness.errors.printable), so it cannot repaint the verdict line."""
-    # start-up: loaded with the run's modules, inside the gate's first look
-    from harness.model import join_labels
-    from harness.report.fmt import fmt_status
-
     c = record.counts
     lines = [f"{record.verdict}: {c['passed']} passed, {c['recorded']} recorded, {c['warned']} warned, "
              f"{c['failed']} failed, {c['errored']} errored, {c['skipped']} skipped, {c['not_run']} not run"]
