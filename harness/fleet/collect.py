@@ -15,7 +15,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 from harness import results
@@ -23,7 +22,7 @@ from harness.errors import RecordError, printable
 from harness.fleet import layout
 from harness.fleet.columns import NodeMetrics
 from harness.fleet.layout import Manifest, NodeJob, SeenJob
-from harness.fleet.record import RunDoc, from_json
+from harness.fleet.record import RunDoc, from_json, spells_non_finite
 from harness.fleet.record import read as read_node
 from harness.fsutil import read_regular
 from harness.model import CheckResult, Metric, Outcome, RunRecord, Status
@@ -34,7 +33,6 @@ DRAIN_PREFIX = "harness:"
 # (check id, metric name, unit, labels, value): one measured value, as the fleet statistics read it
 MetricRow = tuple[str, str, str, Mapping[str, Any], float]
 DRAIN_REASON_MAX = 120
-_NO_LABELS: Mapping[str, Any] = MappingProxyType({})
 
 
 class NodeStatus(str, Enum):
@@ -246,7 +244,7 @@ def _document(path: Path, raw: bytes) -> dict[str, Any]:
     problems = results.validate(data)
     if problems:
         raise RecordError(path, *problems[0], more=len(problems) - 1)
-    if b"NaN" in raw or b"Infinity" in raw:
+    if spells_non_finite(raw):
         results.finite(path, data)
     return data
 

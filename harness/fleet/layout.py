@@ -92,8 +92,7 @@ def node_dir(fleet_dir: Path, node: str) -> Path:
 def _is_run(run_dir: Path) -> bool:
     """A run directory, neither reached through a symlink nor holding one as its results.json."""
     try:
-        return (not run_dir.is_symlink() and run_dir.is_dir()
-                and stat.S_ISREG(os.lstat(run_dir / RESULTS).st_mode))
+        return stat.S_ISDIR(os.lstat(run_dir).st_mode) and _regular(run_dir / RESULTS)
     except OSError:
         return False
 
@@ -232,7 +231,8 @@ def run_dirs(fleet_dir: Path, node: str, volume: bool = False) -> list[Path]:
     return [base / name for name in names]
 
 
-def _regular(path: str) -> bool:
+def _regular(path: str | Path) -> bool:
+    """A regular file, not reached through a symlink."""
     try:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
