@@ -3,6 +3,10 @@ written atomically; and each node's Prometheus samples."""
 
 from __future__ import annotations
 
+import os
+import select
+import signal
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +24,9 @@ if TYPE_CHECKING:
 
 FORMAT_VERSION = 1
 JSON_NAME, JUNIT_NAME, HTML_NAME = "fleet.json", "junit.xml", "fleet.html"
+ASIDE_MIN = 400  # nodes from which fleet.html is rendered in a forked child beside fleet.json and junit.xml
+ASIDE_TIMEOUT_S = 300.0  # the child's rendering, at most; then it is stopped and the parent renders
+STOP_S = 2.0  # a stopped child's time to remove its temporary file before SIGKILL
 
 
 def outlier_dict(o: Outlier) -> dict[str, Any]:
@@ -68,12 +75,73 @@ def junit_chunks(report: FleetReport) -> Iterator[str]:
 
 
 def write(fleet_dir: Path, report: FleetReport) -> dict[str, Path]:
-    """Write fleet.json, junit.xml and fleet.html into the fleet directory."""
+    """Write fleet.json, junit.xml and fleet.html into the fleet directory.
+
+    A large fleet's fleet.html is rendered by a forked child while the parent writes the other two
+    (the second core is idle otherwise). A child that fails or overruns leaves the rendering to the
+    parent, so the files are the same either way.
+    """
     paths = {"json": fleet_dir / JSON_NAME, "junit": fleet_dir / JUNIT_NAME, "html": fleet_dir / HTML_NAME}
-    atomic_write_json(paths["json"], fleet_dict(report))
-    atomic_write_chunks(paths["junit"], junit_chunks(report))
-    atomic_write_chunks(paths["html"], html_chunks(report))
+    child = _render_aside(paths["html"], report) if len(report.nodes) >= ASIDE_MIN else None
+    try:
+        atomic_write_json(paths["json"], fleet_dict(report))
+        atomic_write_chunks(paths["junit"], junit_chunks(report))
+    except BaseException:
+        if child is not None:
+            _reap(child, 0.0)
+        raise
+    if child is None or not _reap(child, ASIDE_TIMEOUT_S):
+        atomic_write_chunks(paths["html"], html_chunks(report))
     return paths
+
+
+def _render_aside(path: Path, report: FleetReport) -> tuple[int, int] | None:
+    """(pid, pidfd) of a forked child writing fleet.html; None where forking is unsafe or fails (a
+    thread besides this one could hold a lock the child needs) or no pidfd can watch it."""
+    if threading.active_count() != 1 or not hasattr(os, "pidfd_open"):
+        return None
+    try:
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid == 0:  # the child: write the file, never return into the parent's code
+        code = 1
+        try:  # interrupted or stopped, it still removes its temporary file (atomic_write)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, _exit_on_term)
+            atomic_write_chunks(path, html_chunks(report))
+            code = 0
+        except BaseException:  # noqa: S110 - the parent renders instead, and reports what fails there
+            pass
+        finally:
+            os._exit(code)
+    try:
+        return pid, os.pidfd_open(pid)
+    except OSError:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        return None
+
+
+def _exit_on_term(signum: int, frame: object) -> None:
+    raise SystemExit(1)
+
+
+def _reap(child: tuple[int, int], timeout_s: float) -> bool:
+    """Whether the child wrote fleet.html within `timeout_s`. One that did not is stopped (SIGTERM:
+    it removes its temporary file; SIGKILL after STOP_S) and reaped."""
+    pid, fd = child
+    try:
+        if not select.select([fd], [], [], timeout_s)[0]:
+            os.kill(pid, signal.SIGTERM)
+            if not select.select([fd], [], [], STOP_S)[0]:
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return False
+        _, status = os.waitpid(pid, 0)
+        return os.waitstatus_to_exitcode(status) == 0
+    finally:
+        os.close(fd)
 
 
 def fleet_samples(report: FleetReport, node: str) -> list[prom.Sample]:
