@@ -1,3 +1,3 @@
-from harness.cli.main import main
+from harness.cli.start import main
 
 main()

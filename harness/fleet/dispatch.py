@@ -115,7 +115,7 @@ def job_script(node: str, node_dir: Path, opts: JobOptions) -> str:
     """The batch script for one node. Every value is shell-quoted; nothing is interpolated later."""
     q = shlex.quote
     root = str(Path(harness.__file__).resolve().parent.parent)
-    boot = f"import sys; sys.path.insert(0, {root!r}); from harness.cli.main import main; main()"
+    boot = f"import sys; sys.path.insert(0, {root!r}); from harness.cli.start import main; main()"
     argv = [opts.python, "-I", "-c", boot, "run", opts.suite_path, "--output", str(node_dir)]
     exit_tmp = q(f"{node_dir / layout.EXIT_FILE}.tmp")
     if opts.profile:

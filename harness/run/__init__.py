@@ -2,9 +2,10 @@
 
 What the layers above use (`__all__`): session (run(), the `harness run` entry), plan (build,
 render_dry_run), finish (errors_of), progress, resume, observe (`harness observe`) and contention
-(first_look: the CLI begins the gate's first look before the run's modules load); runner, sampler,
+(first_look: the CLI begins the gate's first look before the run's modules load) and early (begun by
+the console script: the first look's start, before the CLI loads); runner, sampler,
 settle and retention are the run's own machinery.
 """
 
 # The package's face: its public submodules (none is imported here; import the one you need).
-__all__ = ["contention", "finish", "observe", "plan", "progress", "resume", "session"]
+__all__ = ["contention", "early", "finish", "observe", "plan", "progress", "resume", "session"]

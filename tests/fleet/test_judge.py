@@ -204,7 +204,7 @@ def test_the_batch_script_quotes_every_value(tmp_path: Path):
     assert r.returncode == 1, r.stderr
     got = json.loads(record_file.read_text())
     root = str(Path(dispatch.__file__).resolve().parents[2])
-    boot = f"import sys; sys.path.insert(0, {root!r}); from harness.cli.main import main; main()"
+    boot = f"import sys; sys.path.insert(0, {root!r}); from harness.cli.start import main; main()"
     assert got["argv"] == ["-I", "-c", boot, "run", "/suites/a b;rm -rf x.yaml", "--output", str(node_dir),
                            "--profile", "p$(id)", "--history", "/shared/h $(id).sqlite"]
     # isolated, from outside the fleet directory: no PYTHONPATH of its own (-I would ignore one)

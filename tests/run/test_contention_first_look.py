@@ -50,7 +50,7 @@ def test_a_first_look_from_the_start_that_is_not_calm_is_read_afresh(tmp_path):
     tree, clock = Tree(tmp_path), [0.0]
     gate, slept = gate_from(tmp_path, tree, clock, 0.4, running=2)  # 2 runnable per CPU: not calm
     details, refused = gate.before(resolved(timeout=10), lambda: False, lambda _m: None)
-    assert refused == "" and slept == [cn.FIRST_LOOK_S, cn.WINDOW_S - cn.FIRST_LOOK_S]
+    assert refused == "" and slept == pytest.approx([cn.FIRST_LOOK_S, cn.WINDOW_S - cn.FIRST_LOOK_S])
     rec = details["contention"]
     assert rec["window_s"] == cn.WINDOW_S and rec["waited_s"] == 0.0
     assert rec["before"]["runnable_per_cpu"] == 2

@@ -1,0 +1,98 @@
+"""A run's contention first look begins as its process starts (cli.start -> run.early), before
+click and the commands load, and is handed to the run once; other commands begin nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli import start
+from harness.run import contention, early, session
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# In a fresh interpreter: what cli.start had loaded when early.begin ran, and for which argv.
+PROBE = """
+import json, sys
+from harness.run import early
+seen = []
+real = early.begin
+def begin():
+    seen.append({"click": "click" in sys.modules, "cli_main": "harness.cli.main" in sys.modules})
+    real()
+early.begin = begin
+sys.argv = ["harness", *sys.argv[1:]]
+from harness.cli import start
+try:
+    start.main()
+except SystemExit:
+    pass
+print("PROBE " + json.dumps({"seen": seen, "left": early._look is not None}))
+"""
+
+
+def probe(*argv: str) -> dict[str, Any]:
+    r = subprocess.run([sys.executable, "-c", PROBE, *argv], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120, env={"PATH": "/usr/bin:/bin", "HARNESS_CONTENTION": "record"})
+    line = next(x for x in r.stdout.splitlines() if x.startswith("PROBE "))
+    return json.loads(line[len("PROBE "):])
+
+
+def test_a_run_begins_its_look_before_the_cli_loads():
+    got = probe("run", "--help")
+    assert got["seen"] == [{"click": False, "cli_main": False}]
+    assert got["left"]  # --help ran no run: the look was taken, and never handed out
+
+
+def test_other_commands_begin_nothing():
+    for argv in (["--version"], ["list"], ["fleet", "--help"], ["observe", "--help"]):
+        assert probe(*argv)["seen"] == [], argv
+
+
+def test_the_look_is_handed_out_once(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("HARNESS_CONTENTION", "record")
+    early.begin()
+    first = early.look()
+    assert isinstance(first, contention.Snapshot) and early.look() is None
+
+
+def test_no_look_when_the_gate_is_off(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("HARNESS_CONTENTION", "off")
+    early.begin()
+    assert early.look() is None
+
+
+def test_the_run_command_is_given_the_early_look(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("HARNESS_CONTENTION", "record")
+    given: list[Any] = []
+
+    def execute(options: Any = None, **kw: Any) -> session.Finished:
+        given.append(kw["first_look"])
+        return session.Finished(0)
+
+    monkeypatch.setattr(session, "execute", execute)
+    taken: list[contention.Snapshot | None] = []
+    real = contention.first_look
+
+    def first_look(*a: Any, **k: Any) -> contention.Snapshot | None:
+        taken.append(real(*a, **k))
+        return taken[-1]
+
+    monkeypatch.setattr(contention, "first_look", first_look)
+    monkeypatch.setattr("sys.argv", ["harness", "run", "quick", "--output", str(tmp_path), "--history", "off"])
+    with pytest.raises(SystemExit) as e:
+        start.main()
+    assert e.value.code == 0
+    # one snapshot, taken by early.begin, is the one the run got; the CLI took none of its own
+    assert len(taken) == 1 and given == taken and isinstance(given[0], contention.Snapshot)
+    assert early.look() is None
+    # a --dry-run is given none (it runs nothing), and the look is not left for a later run
+    monkeypatch.setattr("sys.argv", ["harness", "run", "quick", "--dry-run", "--output", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        start.main()
+    assert given[-1] is None and early.look() is None
