@@ -22,20 +22,41 @@ from harness.platform import netdev, nvml, pci, proc
 from harness.platform.sysfs import SYS, read_value
 
 
+class Disks:
+    """lsblk, begun in a thread now: its wait overlaps whatever the caller reads meanwhile (the
+    suite and profile, then the rest of the inventory). Bounded by lsblk's own timeout."""
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+        self.unknown: dict[str, str] = {}
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-lsblk")
+        self._future = self._pool.submit(_block_devices, self.notes, self.unknown)
+
+    def result(self) -> tuple[list[dict[str, Any]], list[str], dict[str, str]]:
+        """(disks, notes, unknown), once lsblk has answered."""
+        try:
+            return self._future.result(), self.notes, self.unknown
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
 def collect(gpu_probe: Callable[[], dict[str, Any]] = nvml.gpu_inventory,
-            pci_root: Path | None = None) -> dict[str, Any]:
+            pci_root: Path | None = None, disks: Disks | None = None) -> dict[str, Any]:
     """The whole inventory as a JSON-ready dict.
 
-    lsblk runs in a thread while the rest is read (NVML's start alone can take a second on a GPU
-    node without persistence mode), so the slowest probe sets the time, not their sum."""
+    lsblk runs in a thread (`disks`, begun by the caller, else now) while the rest is read (NVML's
+    start alone can take a second on a GPU node without persistence mode), so the slowest probe
+    sets the time, not their sum."""
     notes: list[str] = []
     unknown: dict[str, str] = {}
-    disk_notes: list[str] = []
-    disk_unknown: dict[str, str] = {}
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="harness-lsblk") as pool:
-        disks = pool.submit(_block_devices, disk_notes, disk_unknown)
-        return _collect(gpu_probe, pci_root, notes, unknown,
-                        lambda: (disks.result(), disk_notes, disk_unknown))
+    disks = disks or Disks()
+    try:
+        return _collect(gpu_probe, pci_root, notes, unknown, disks.result)
+    finally:
+        disks.close()
 
 
 def _collect(gpu_probe: Callable[[], dict[str, Any]], pci_root: Path | None, notes: list[str],

@@ -171,7 +171,17 @@ def _start_up() -> Iterator[None]:
 
 
 def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepared | None:
-    """Load, check and plan the run (or the resumed one); None after printing a --dry-run plan."""
+    """Load, check and plan the run (or the resumed one); None after printing a --dry-run plan.
+    The inventory's lsblk is begun first, so its wait overlaps loading the suite and profile."""
+    disks = None if inventory_probe else sysinfo.Disks()
+    try:
+        return _prepare_with(opts, inventory_probe or (lambda: sysinfo.collect(disks=disks)))
+    finally:
+        if disks is not None:
+            disks.close()
+
+
+def _prepare_with(opts: RunOptions, read_inventory: InventoryProbe) -> _Prepared | None:
     node = node_name(opts.node)
     if opts.prom_textfile is not None and not opts.prom_textfile.is_dir():
         raise UsageError(f"--prom-textfile {opts.prom_textfile}: not a directory (give the node "
@@ -183,7 +193,7 @@ def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepa
         if given:
             raise UsageError(f"--resume takes the suite, profile and checks from RUN_DIR/results.json; "
                              f"drop {', '.join(given)}")
-        return _resume(opts.resume, inventory_probe, node)
+        return _resume(opts.resume, read_inventory, node)
     suite_found = config.locate("suites", opts.suite or "smoke")
     _warn_refused(suite_found.refused)
     loaded = config.load_suite(suite_found.path, kinds())
@@ -191,7 +201,7 @@ def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepa
     bad_output = output_dir_problem(opts.output)
     if bad_output is not None:
         raise UsageError(f"--output {opts.output}: {bad_output}")
-    inventory = as_node(inventory_probe() if inventory_probe else sysinfo.collect(), node)
+    inventory = as_node(read_inventory(), node)
     if opts.profile:
         prof_found = config.locate("profiles", opts.profile)
         _warn_refused(prof_found.refused)
@@ -265,10 +275,10 @@ def declared_directions(planned: Sequence[PlannedCheck]) -> dict[str, dict[str, 
     return out
 
 
-def _resume(run_dir: Path, inventory_probe: InventoryProbe | None, node: str | None) -> _Prepared:
+def _resume(run_dir: Path, read_inventory: InventoryProbe, node: str | None) -> _Prepared:
     """Finish RUN_DIR: same suite, profile and checks; finished checks are kept."""
     r = resume.prepare(run_dir)
-    inventory = as_node(inventory_probe() if inventory_probe else sysinfo.collect(), node)
+    inventory = as_node(read_inventory(), node)
     host = str(inventory.get("host", {}).get("hostname") or "host")
     if r.record.host != host:
         raise UsageError(f"{run_dir} was started on host {r.record.host}, this is {host}; "

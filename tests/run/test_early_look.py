@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +85,8 @@ def test_the_run_command_is_given_the_early_look(monkeypatch: pytest.MonkeyPatch
         return taken[-1]
 
     monkeypatch.setattr(contention, "first_look", first_look)
-    monkeypatch.setattr("sys.argv", ["harness", "run", "quick", "--output", str(tmp_path), "--history", "off"])
+    argv = ["harness", "run", "quick", "--output", str(tmp_path), "--history", "off"]
+    monkeypatch.setattr("sys.argv", argv)
     with pytest.raises(SystemExit) as e:
         start.main()
     assert e.value.code == 0
@@ -96,3 +98,31 @@ def test_the_run_command_is_given_the_early_look(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(SystemExit):
         start.main()
     assert given[-1] is None and early.look() is None
+
+
+def test_lsblk_is_begun_before_the_suite_loads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """The inventory's lsblk (sysinfo.Disks) runs while the suite and profile load, not after."""
+    import threading
+
+    from harness.platform import sysinfo
+    from harness.run.session import RunOptions
+
+    running, overlapped = threading.Event(), []
+    real_disks, real_load = sysinfo._block_devices, session.config.load_suite
+
+    def block_devices(notes: list[str], unknown: dict[str, str]) -> list[dict[str, Any]]:
+        running.set()
+        try:
+            time.sleep(0.3)
+            return real_disks(notes, unknown)
+        finally:
+            running.clear()
+
+    def load_suite(*a: Any, **k: Any) -> Any:
+        overlapped.append(running.wait(5))
+        return real_load(*a, **k)
+
+    monkeypatch.setattr(sysinfo, "_block_devices", block_devices)
+    monkeypatch.setattr(session.config, "load_suite", load_suite)
+    assert session.run(RunOptions(suite="smoke", output=tmp_path / "o", dry_run=True)) == 0
+    assert overlapped == [True] and not running.is_set()
