@@ -98,7 +98,7 @@ def write(fleet_dir: Path, report: FleetReport) -> dict[str, Path]:
 def _render_aside(path: Path, report: FleetReport) -> tuple[int, int] | None:
     """(pid, pidfd) of a forked child writing fleet.html; None where forking is unsafe or fails (a
     thread besides this one could hold a lock the child needs) or no pidfd can watch it."""
-    if threading.active_count() != 1 or not hasattr(os, "pidfd_open"):
+    if not _forkable():
         return None
     try:
         pid = os.fork()
@@ -121,6 +121,12 @@ def _render_aside(path: Path, report: FleetReport) -> tuple[int, int] | None:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         return None
+
+
+def _forkable() -> bool:
+    """Whether a fork is safe here and its child can be watched: no other thread (one could hold a
+    lock the child needs) and pidfds."""
+    return threading.active_count() == 1 and hasattr(os, "pidfd_open")
 
 
 def _exit_on_term(signum: int, frame: object) -> None:
