@@ -3,15 +3,12 @@ written atomically; and each node's Prometheus samples."""
 
 from __future__ import annotations
 
-import os
-import select
-import signal
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.fleet import aside
 from harness.fleet import junit as fleet_junit
 from harness.fleet.analysis import FleetReport
 from harness.fleet.collect import NodeOutcome, NodeStatus
@@ -26,7 +23,6 @@ FORMAT_VERSION = 1
 JSON_NAME, JUNIT_NAME, HTML_NAME = "fleet.json", "junit.xml", "fleet.html"
 ASIDE_MIN = 400  # nodes from which fleet.html is rendered in a forked child beside fleet.json and junit.xml
 ASIDE_TIMEOUT_S = 300.0  # the child's rendering, at most; then it is stopped and the parent renders
-STOP_S = 2.0  # a stopped child's time to remove its temporary file before SIGKILL
 
 
 def outlier_dict(o: Outlier) -> dict[str, Any]:
@@ -82,72 +78,21 @@ def write(fleet_dir: Path, report: FleetReport) -> dict[str, Path]:
     parent, so the files are the same either way.
     """
     paths = {"json": fleet_dir / JSON_NAME, "junit": fleet_dir / JUNIT_NAME, "html": fleet_dir / HTML_NAME}
-    child = _render_aside(paths["html"], report) if len(report.nodes) >= ASIDE_MIN else None
+
+    def write_html() -> None:
+        atomic_write_chunks(paths["html"], html_chunks(report))
+
+    child = aside.start(write_html) if len(report.nodes) >= ASIDE_MIN else None
     try:
         atomic_write_json(paths["json"], fleet_dict(report))
         atomic_write_chunks(paths["junit"], junit_chunks(report))
     except BaseException:
         if child is not None:
-            _reap(child, 0.0)
+            child.join(0.0)
         raise
-    if child is None or not _reap(child, ASIDE_TIMEOUT_S):
-        atomic_write_chunks(paths["html"], html_chunks(report))
+    if child is None or not child.join(ASIDE_TIMEOUT_S):
+        write_html()
     return paths
-
-
-def _render_aside(path: Path, report: FleetReport) -> tuple[int, int] | None:
-    """(pid, pidfd) of a forked child writing fleet.html; None where forking is unsafe or fails (a
-    thread besides this one could hold a lock the child needs) or no pidfd can watch it."""
-    if not _forkable():
-        return None
-    try:
-        pid = os.fork()
-    except OSError:
-        return None
-    if pid == 0:  # the child: write the file, never return into the parent's code
-        code = 1
-        try:  # interrupted or stopped, it still removes its temporary file (atomic_write)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            signal.signal(signal.SIGTERM, _exit_on_term)
-            atomic_write_chunks(path, html_chunks(report))
-            code = 0
-        except BaseException:  # noqa: S110 - the parent renders instead, and reports what fails there
-            pass
-        finally:
-            os._exit(code)
-    try:
-        return pid, os.pidfd_open(pid)
-    except OSError:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-        return None
-
-
-def _forkable() -> bool:
-    """Whether a fork is safe here and its child can be watched: no other thread (one could hold a
-    lock the child needs) and pidfds."""
-    return threading.active_count() == 1 and hasattr(os, "pidfd_open")
-
-
-def _exit_on_term(signum: int, frame: object) -> None:
-    raise SystemExit(1)
-
-
-def _reap(child: tuple[int, int], timeout_s: float) -> bool:
-    """Whether the child wrote fleet.html within `timeout_s`. One that did not is stopped (SIGTERM:
-    it removes its temporary file; SIGKILL after STOP_S) and reaped."""
-    pid, fd = child
-    try:
-        if not select.select([fd], [], [], timeout_s)[0]:
-            os.kill(pid, signal.SIGTERM)
-            if not select.select([fd], [], [], STOP_S)[0]:
-                os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return False
-        _, status = os.waitpid(pid, 0)
-        return os.waitstatus_to_exitcode(status) == 0
-    finally:
-        os.close(fd)
 
 
 def fleet_samples(report: FleetReport, node: str) -> list[prom.Sample]:

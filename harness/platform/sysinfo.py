@@ -34,10 +34,7 @@ class Disks:
 
     def result(self) -> tuple[list[dict[str, Any]], list[str], dict[str, str]]:
         """(disks, notes, unknown), once lsblk has answered."""
-        try:
-            return self._future.result(), self.notes, self.unknown
-        finally:
-            self.close()
+        return self._future.result(), self.notes, self.unknown
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

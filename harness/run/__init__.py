@@ -1,10 +1,10 @@
 """One run on this node: load, plan, run each check, persist, render once.
 
 What the layers above use (`__all__`): session (run(), the `harness run` entry), plan (build,
-render_dry_run), finish (errors_of), progress, resume, observe (`harness observe`) and contention
-(first_look: the CLI begins the gate's first look before the run's modules load) and early (begun by
-the console script: the first look's start, before the CLI loads); runner, sampler,
-settle and retention are the run's own machinery.
+render_dry_run), finish (errors_of), progress, resume, observe (`harness observe`), early (the gate's
+first look, begun by the console script before the CLI loads) and contention (first_look, which the
+CLI takes itself when early has none); runner, sampler, settle and retention are the run's own
+machinery.
 """
 
 # The package's face: its public submodules (none is imported here; import the one you need).

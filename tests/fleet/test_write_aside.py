@@ -1,5 +1,5 @@
 """A large fleet's fleet.html is rendered by a forked child beside fleet.json and junit.xml
-(report.write): the files are those the parent alone writes, and a child that fails, overruns or
+(report.write, fleet.aside): the files are those the parent alone writes, and a child that fails, overruns or
 cannot start leaves the rendering to the parent, with no child or temporary file left behind."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from fleet_samples import outcome, record
 
+from harness.fleet import aside
 from harness.fleet import report as fleet_report
 from harness.fleet.analysis import analyse
 from harness.fleet.collect import NodeStatus
@@ -70,7 +71,7 @@ def forking(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fork allowed although pytest may keep another thread alive (test_no_fork_beside_another_thread
     holds the real rule); the child is bounded by ASIDE_TIMEOUT_S all the same."""
     monkeypatch.setattr(fleet_report, "ASIDE_MIN", 1)
-    monkeypatch.setattr(fleet_report, "_forkable", lambda: True)
+    monkeypatch.setattr(aside, "forkable", lambda: True)
     monkeypatch.setattr(fleet_report, "ASIDE_TIMEOUT_S", 30.0)
 
 
@@ -125,7 +126,7 @@ def test_no_fork_beside_another_thread(tmp_path: Path, monkeypatch: pytest.Monke
     t = threading.Thread(target=stop.wait)
     t.start()
     try:
-        assert not fleet_report._forkable()
+        assert not aside.forkable()
         fleet_report.write(tmp_path, sample())
     finally:
         stop.set()
