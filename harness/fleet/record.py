@@ -1,6 +1,6 @@
 """A node's results.json as the fleet reads it: its bytes by results' one rule (a regular file, no
-symlink, at most results.MAX_BYTES), parsed and validated in one compiled pass (pydantic-core,
-strict, every section too) into a RunDoc, whose metrics stay dicts (no Metric object per value).
+symlink, at most results.MAX_BYTES), parsed and validated in one compiled pass (msgspec, strict,
+every section too) into a RunDoc, whose metrics stay dicts (no Metric object per value).
 
 A file the pass refuses is read again the slow way (collect), so its one ERRORED line names the
 file and the field in the words `harness report` uses.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from harness import results
 from harness.errors import RecordError
 from harness.fsutil import TooLarge
 from harness.model import FORMAT_VERSION, Evaluation, LeftOut, Status, ToolRun
-from harness.sections import STRICT, Details, Label
+from harness.sections import Details, Label
 
 
 def read(path: Path) -> bytes:
@@ -37,10 +38,9 @@ def read(path: Path) -> bytes:
 
 # The record as the fleet reads it, in one compiled pass: RunRecord's fields and types, but a
 # metric is left a dict (no Metric object per value). tests/fleet/test_read.py holds them
-# to the dataclasses' fields.
+# to the dataclasses' fields, and the pass to the slow read (it takes nothing that read refuses).
 
 class MetricDoc(TypedDict, total=False):
-    __pydantic_config__ = STRICT  # type: ignore[misc]
     name: Required[str]
     value: Required[float]
     unit: Required[str]
@@ -48,7 +48,6 @@ class MetricDoc(TypedDict, total=False):
 
 
 class CheckDoc(TypedDict, total=False):
-    __pydantic_config__ = STRICT  # type: ignore[misc]
     id: Required[str]
     kind: Required[str]
     status: Required[Status]
@@ -64,7 +63,6 @@ class CheckDoc(TypedDict, total=False):
 
 
 class RunDoc(TypedDict, total=False):
-    __pydantic_config__ = STRICT  # type: ignore[misc]
     run_id: Required[str]
     host: Required[str]
     suite: Required[Mapping[str, Any]]
@@ -99,23 +97,29 @@ def spells_non_finite(raw: bytes) -> bool:
     return inf and b"Infinity" in raw
 
 
-def from_json(raw: bytes) -> RunDoc | None:
-    """A results.json's bytes parsed and validated in one pass by pydantic-core (strict; the
-    sections too) into a RunDoc, or None when that pass refuses them or they spell NaN or
-    Infinity. Strict accepts nothing that `validate` and RunRecord.from_dict refuse, so None loses
-    nothing: the caller reads the file as `load` does, which names the field."""
-    from pydantic import ValidationError  # start-up: pydantic loads only to validate
+@cache
+def _decoder() -> Any:
+    import msgspec  # start-up: only a fleet's reads load it
 
-    if spells_non_finite(raw):
-        return None
+    return msgspec.json.Decoder(RunDoc)
+
+
+def from_json(raw: bytes) -> RunDoc | None:
+    """A results.json's bytes parsed and validated in one pass by msgspec into a RunDoc (strict:
+    no number spelt as text, no bool for a number; JSON's own grammar, so NaN, Infinity and a
+    number out of range are refused), its sections checked against their types, or None when
+    anything is refused. The pass accepts nothing that `validate` and RunRecord.from_dict refuse,
+    so None loses nothing: the caller reads the file as `load` does, which names the field."""
+    import msgspec  # start-up: only a fleet's reads load it
+
     try:
-        doc: RunDoc = results.section(RunDoc).validate_json(raw, strict=True)
+        doc: RunDoc = _decoder().decode(raw)
         if doc["format_version"] != FORMAT_VERSION:
             return None
-        results.section(results.Inventory).validate_python(doc["inventory"])
-        results.section(results.History).validate_python(doc.get("history") or {})
+        msgspec.convert(doc["inventory"], results.Inventory)
+        msgspec.convert(doc.get("history") or {}, results.History)
         for check in doc["checks"]:
-            results.section(Details).validate_python(check.get("details") or {})
-    except ValidationError:
+            msgspec.convert(check.get("details") or {}, Details)
+    except (msgspec.MsgspecError, RecursionError):
         return None
     return doc
