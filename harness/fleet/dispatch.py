@@ -250,11 +250,14 @@ def refresh(fleet_dir: Path, manifest: Manifest) -> dict[str, SeenJob]:
     """Poll Slurm once, merge with the saved states, save and return them by node.
 
     A job that squeue and scontrol no longer know, and that had not been seen ending, is
-    recorded as GONE: its exit file and results are then all there is.
+    recorded as GONE: its exit file and results are then all there is. When every job was seen
+    ending, Slurm is not asked and nothing is written (a report of a finished fleet).
     """
     saved = layout.load_jobs(fleet_dir)
     ids = {j.job_id: n for n, j in manifest.jobs.items() if j.job_id}
     open_ids = [i for i, n in ids.items() if n not in saved or not saved[n].job.finished]
+    if not open_ids:
+        return saved
     live = query_jobs(open_ids)
     now = utcnow()
     for job_id in open_ids:
