@@ -91,10 +91,10 @@ def run(ctx: click.Context, suite: str | None, profile: str | None, output: Path
     anything, or an expected check was skipped or left out by --only/--skip/--tags), 130/143
     interrupted.
     """
-    from harness.run import contention, early  # start-up: the first look began in cli.start, or begins now
+    from harness.run import early, nodeload  # start-up: the first look began in cli.start, or begins now
 
     began = early.look()  # taken either way: a --dry-run leaves no look behind
-    first_look = None if dry_run else began or contention.first_look()
+    first_look = None if dry_run else began or nodeload.first_look()
     from harness.run import session as app  # start-up: the run's modules load only for `harness run`
 
     if ctx.get_parameter_source("keep") is click.core.ParameterSource.COMMANDLINE and not (quiet or npd):

@@ -53,7 +53,7 @@ from harness.model import (
 from harness.platform import proc
 from harness.platform.ledger import Ledger
 from harness.report.fmt import fmt_status
-from harness.run import contention, settle
+from harness.run import contention, nodeload, settle
 from harness.run import sampler as telemetry
 from harness.run.finish import History, finish, internal_error, with_error
 from harness.run.plan import PlannedCheck
@@ -111,7 +111,7 @@ class RunContext:
     config: tuple[tuple[Any, str], ...] = ()  # the profile's config: rules, with its name
     history: History | None = None  # annotates the record before the final write, records it after
     left_out: tuple[LeftOut, ...] = ()  # the suite's checks an option left out (RunRecord.left_out)
-    first_look: contention.Snapshot | None = None  # the start of the first check's first window
+    first_look: nodeload.Snapshot | None = None  # the start of the first check's first window
 
 
 class Runner:

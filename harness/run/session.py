@@ -24,7 +24,7 @@ from harness.platform import ledger, sysinfo
 from harness.platform.runlock import RunLock
 from harness.report import outputs
 from harness.report.fmt import fmt_status
-from harness.run import contention, plan, progress, resume, retention
+from harness.run import nodeload, plan, progress, resume, retention
 from harness.run.finish import errors_of
 from harness.run.resume import digest
 from harness.run.runner import RunContext, Runner, exit_code, iso, make_run_dir, utcnow
@@ -137,12 +137,12 @@ def run(options: RunOptions | None = None, *, inventory_probe: InventoryProbe | 
 
 
 def execute(options: RunOptions | None = None, *, inventory_probe: InventoryProbe | None = None,
-            first_look: contention.Snapshot | None = None, **fields: Any) -> Finished:
+            first_look: nodeload.Snapshot | None = None, **fields: Any) -> Finished:
     """`run`, returning the record as written too. `first_look`: the start of the contention gate's
     first look, taken by the caller before this module loaded (else taken now): loading, checking
     and planning the run fill it."""
     opts = _options(options, fields)
-    start = None if opts.dry_run else first_look or contention.first_look()
+    start = None if opts.dry_run else first_look or nodeload.first_look()
     with _start_up():
         prepared = _prepare(opts, inventory_probe)
     try:
@@ -291,7 +291,7 @@ def _resume(run_dir: Path, read_inventory: InventoryProbe, node: str | None) -> 
                      left_out=r.record.left_out)
 
 
-def _launch(p: _Prepared, opts: RunOptions, first_look: contention.Snapshot | None = None) -> Finished:
+def _launch(p: _Prepared, opts: RunOptions, first_look: nodeload.Snapshot | None = None) -> Finished:
     """Take the node's run lock, clean up after a crashed run, run the plan, print the verdict;
     `first_look` starts the first check's first contention window."""
     output, planned, prof, run_dir = p.output, p.planned, p.prof, p.run_dir

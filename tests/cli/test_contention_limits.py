@@ -58,7 +58,7 @@ def test_a_check_overrides_the_suite(tmp_path: Path, contention_gate: None):
     (c,) = doc["checks"]
     assert c["status"] == "recorded" and c["details"]["contention"]["limits"]["mem_available"] == 0
     # every reading far below these limits: the first look was enough; it may have begun as the run
-    # did (contention.first_look), so the run's start-up may have made it longer, never shorter
+    # did (nodeload.first_look), so the run's start-up may have made it longer, never shorter
     assert cn.FIRST_LOOK_S <= c["details"]["contention"]["window_s"] < cn.WINDOW_S
 
 

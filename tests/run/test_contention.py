@@ -22,6 +22,7 @@ from harness.config.models import Contention
 from harness.platform.procfs import ProcFs
 from harness.results import section
 from harness.run import contention as cn
+from harness.run import nodeload
 from harness.sections import Details
 
 CPU_REASON = re.compile(r"\bcpu: (\d+(\.\d+)? runnable tasks of other processes per CPU|tasks waited "
@@ -275,7 +276,7 @@ def test_off_reads_nothing_and_a_check_can_opt_out(tmp_path):
     gate = cn.Gate(ProcFs(tmp_path), gpus=lambda: [], mode="off")
     assert gate.before(resolved(), lambda: False, lambda _m: None) == ({}, "")
     assert gate.watch(resolved()).details() == {}
-    assert cn.mode_of({"HARNESS_CONTENTION": "Record"}) == "record" and cn.mode_of({}) == "gate"
+    assert nodeload.mode_of({"HARNESS_CONTENTION": "Record"}) == "record" and nodeload.mode_of({}) == "gate"
     assert Contention(enabled=False).over(Contention(timeout=5)).timeout == 5
 
 

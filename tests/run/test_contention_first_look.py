@@ -1,4 +1,4 @@
-"""The contention gate's first look begins as the run does (contention.first_look): the run's own
+"""The contention gate's first look begins as the run does (nodeload.first_look): the run's own
 preparation takes the place of the sleep, the window still ends right before the check, is never
 shorter than FIRST_LOOK_S, never judged when older than one window, and the harness's own runnable
 tasks and I/O in it are not competing load. Scripted clock and /proc trees, as test_contention."""
@@ -16,6 +16,7 @@ from contentiontree import FIO_SUITE, Tree, put, resolved, stepping
 
 from harness.platform.procfs import ProcFs
 from harness.run import contention as cn
+from harness.run import nodeload
 from harness.run import session as app
 
 
@@ -24,7 +25,7 @@ def gate_from(tmp_path: Path, tree: Tree, clock: list[float], prepare_s: float, 
     """A gate whose run started at clock 0 and prepared for `prepare_s` (the tree moving on by
     `running` and `sectors` meanwhile); the sleeps it asks for after that."""
     fs = ProcFs(tmp_path)
-    start = cn.snapshot(fs, lambda: clock[0])
+    start = nodeload.snapshot(fs, lambda: clock[0])
     clock[0] += prepare_s
     tree.step(running=running, sectors=sectors)
     asked, sleep = stepping(tree, clock, running, sectors)
@@ -114,7 +115,7 @@ def test_the_harness_s_own_load_in_the_window_is_not_competing_load(tmp_path, ou
     tree.step = step  # type: ignore[method-assign]
     tree.step(running=1, sectors=0)  # procs_running counts this process's own thread
     fs = ProcFs(tmp_path)
-    start = cn.snapshot(fs, lambda: clock[0])
+    start = nodeload.snapshot(fs, lambda: clock[0])
     clock[0] += 0.3
     tree.step(running=1, sectors=moved // 512)
     own_process(tmp_path, moved if ours else 0)
@@ -134,15 +135,15 @@ def test_the_harness_s_own_load_in_the_window_is_not_competing_load(tmp_path, ou
 def test_a_run_s_first_window_starts_as_the_run_does(tmp_path, monkeypatch, contention_gate):
     """Through session.execute: a start taken 0.6 s before is the start of the first check's
     window (no sleep; a shorter one would read 0.25 s), and a dry run takes none."""
-    real, taken = cn.first_look, []
+    real, taken = nodeload.first_look, []
 
-    def early() -> cn.Snapshot | None:
+    def early() -> nodeload.Snapshot | None:
         s = real()
         assert s is not None
         taken.append(dataclasses.replace(s, t=time.monotonic() - 0.6))
         return taken[-1]
 
-    monkeypatch.setattr(cn, "first_look", early)
+    monkeypatch.setattr(nodeload, "first_look", early)
     # this shared machine's own load is let through, as in tests/cli/test_contention_limits.py
     suite = write(tmp_path / "s.yaml", "name: one\ndefaults:\n  contention: {timeout: 1s, runnable_per_cpu: "
                   "1000, cpu_some: 100%, mem_some: 100%, steal: 100%}\n"

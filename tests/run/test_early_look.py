@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from harness.cli import start
-from harness.run import contention, early, session
+from harness.run import early, nodeload, session
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,6 +26,7 @@ real = early.begin
 def begin():
     seen.append({"click": "click" in sys.modules, "cli_main": "harness.cli.main" in sys.modules})
     real()
+    seen.append({"gate": "harness.run.contention" in sys.modules, "nvml": "harness.platform.nvml" in sys.modules})
 early.begin = begin
 sys.argv = ["harness", *sys.argv[1:]]
 from harness.cli import start
@@ -46,7 +47,8 @@ def probe(*argv: str) -> dict[str, Any]:
 
 def test_a_run_begins_its_look_before_the_cli_loads():
     got = probe("run", "--help")
-    assert got["seen"] == [{"click": False, "cli_main": False}]
+    # and the look itself is light: the gate and NVML load later, while it runs
+    assert got["seen"] == [{"click": False, "cli_main": False}, {"gate": False, "nvml": False}]
     assert got["left"]  # --help ran no run: the look was taken, and never handed out
 
 
@@ -59,7 +61,7 @@ def test_the_look_is_handed_out_once(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("HARNESS_CONTENTION", "record")
     early.begin()
     first = early.look()
-    assert isinstance(first, contention.Snapshot) and early.look() is None
+    assert isinstance(first, nodeload.Snapshot) and early.look() is None
 
 
 def test_no_look_when_the_gate_is_off(monkeypatch: pytest.MonkeyPatch):
@@ -77,21 +79,21 @@ def test_the_run_command_is_given_the_early_look(monkeypatch: pytest.MonkeyPatch
         return session.Finished(0)
 
     monkeypatch.setattr(session, "execute", execute)
-    taken: list[contention.Snapshot | None] = []
-    real = contention.first_look
+    taken: list[nodeload.Snapshot | None] = []
+    real = nodeload.first_look
 
-    def first_look(*a: Any, **k: Any) -> contention.Snapshot | None:
+    def first_look(*a: Any, **k: Any) -> nodeload.Snapshot | None:
         taken.append(real(*a, **k))
         return taken[-1]
 
-    monkeypatch.setattr(contention, "first_look", first_look)
+    monkeypatch.setattr(nodeload, "first_look", first_look)
     argv = ["harness", "run", "quick", "--output", str(tmp_path), "--history", "off"]
     monkeypatch.setattr("sys.argv", argv)
     with pytest.raises(SystemExit) as e:
         start.main()
     assert e.value.code == 0
     # one snapshot, taken by early.begin, is the one the run got; the CLI took none of its own
-    assert len(taken) == 1 and given == taken and isinstance(given[0], contention.Snapshot)
+    assert len(taken) == 1 and given == taken and isinstance(given[0], nodeload.Snapshot)
     assert early.look() is None
     # a --dry-run is given none (it runs nothing), and the look is not left for a later run
     monkeypatch.setattr("sys.argv", ["harness", "run", "quick", "--dry-run", "--output", str(tmp_path)])

@@ -11,7 +11,7 @@ import pytest
 
 from harness.cli.main import main
 from harness.errors import UsageError
-from harness.run import contention, session
+from harness.run import nodeload, session
 from harness.run.session import RunOptions
 
 
@@ -30,7 +30,7 @@ def test_the_cli_builds_one_options_value(monkeypatch: pytest.MonkeyPatch, tmp_p
     def execute(options: RunOptions | None = None, **kw: Any) -> session.Finished:
         # and the start of the gate's first look, begun before the session loaded
         assert options is not None and set(kw) == {"first_look"}
-        assert isinstance(kw["first_look"], contention.Snapshot) and kw["first_look"].t <= time.monotonic()
+        assert isinstance(kw["first_look"], nodeload.Snapshot) and kw["first_look"].t <= time.monotonic()
         seen.append(options)
         return session.Finished(0)
 
