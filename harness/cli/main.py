@@ -94,8 +94,11 @@ def run(ctx: click.Context, suite: str | None, profile: str | None, output: Path
     from harness.run import early, nodeload  # start-up: the first look began in cli.start, or begins now
 
     began = early.look()  # taken either way: a --dry-run leaves no look behind
+    helper = early.helper()  # the run's helper process, when cli.start forked one
     first_look = None if dry_run else began or nodeload.first_look()
     from harness.run import session as app  # start-up: the run's modules load only for `harness run`
+
+    early.resume_gc()
 
     if ctx.get_parameter_source("keep") is click.core.ParameterSource.COMMANDLINE and not (quiet or npd):
         raise UsageError("--keep prunes --quiet runs; give it with --quiet or --npd")
@@ -108,7 +111,7 @@ def run(ctx: click.Context, suite: str | None, profile: str | None, output: Path
                              quiet=quiet or npd, keep=keep, node=node, prom_textfile=prom_textfile)
 
     def launch() -> app.Finished:
-        return app.execute(options=options, first_look=first_look)
+        return app.execute(options=options, first_look=first_look, helper=helper)
 
     if quiet or npd:
         from harness.cli.quiet import run_quietly  # start-up: only --quiet needs it

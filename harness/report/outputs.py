@@ -5,13 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from harness.fsutil import atomic_write_text
 from harness.model import RunRecord
+from harness.report.files import HTML_NAME, JUNIT_NAME, write_rendered
 from harness.report.html import load_template, render_html
 from harness.report.junit import render_junit
-
-HTML_NAME = "report.html"
-JUNIT_NAME = "junit.xml"
 
 Renderer = Callable[[RunRecord, Path], str]
 
@@ -20,14 +17,7 @@ def _junit(record: RunRecord, run_dir: Path) -> str:
     return render_junit(record)
 
 
-RENDERERS: Mapping[str, Renderer] = {HTML_NAME: render_html, JUNIT_NAME: _junit}
-
-
-def write_rendered(run_dir: Path, texts: Mapping[str, str]) -> None:
-    """Write rendered reports (file name -> text) into `run_dir`, each atomically."""
-    for name, text in texts.items():
-        # re-renderable from results.json (harness report): no fsync needed
-        atomic_write_text(run_dir / name, text, durable=False)
+RENDERERS: Mapping[str, Renderer] = {HTML_NAME: render_html, JUNIT_NAME: _junit}  # files.NAMES, in order
 
 
 def write_reports(record: RunRecord, run_dir: Path) -> None:

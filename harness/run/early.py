@@ -1,28 +1,46 @@
 """What a run begins as its process starts, before the command line and the run's modules load
 (cli.start calls begin() for `harness run`): the contention gate's first look, which the CLI's and
-the run's loading then fill (about 0.03 s more of it than when the look began in the run command).
-Handed out once; a run that finds none takes its own (nodeload.first_look).
+the run's loading then fill, and the run's helper process (run.helper), which reads the inventory
+and loads the reports' renderers on the other core meanwhile. Each is handed out once; a run that
+finds no look takes its own (nodeload.first_look), one with no helper does its work in-process.
 
-The inventory is not begun here: read in a thread beside the imports, it made a run's start-up
-slower on this 2-core machine (0.305 -> 0.31-0.316 s of own time, bench_fio_overhead), its Python
-work contending with theirs for the interpreter."""
+The inventory is not read in a thread here: beside the imports it made a run's start-up slower
+on this 2-core machine (0.305 -> 0.31-0.316 s of own time, bench_fio_overhead), its Python work
+contending with theirs for the interpreter; the helper is a process of its own."""
 
 from __future__ import annotations
 
+import atexit
+import gc
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from harness.run.helper import Helper
     from harness.run.nodeload import Snapshot
 
 _look: Snapshot | None = None
+_helper: Helper | None = None
+_gc_off = False  # begin() turned the collector off
 
 
-def begin() -> None:
-    """Take the first look's start now."""
-    global _look
+def begin(helper: bool = True) -> None:
+    """Take the first look's start now, then fork the helper (`helper`; before any thread). The
+    cyclic garbage collector is off from here until the run's command starts the run (resume_gc):
+    the imports and the command line make some 100,000 objects that live as long as the run, and
+    its passes over them meanwhile reclaim nothing (~6 ms)."""
+    global _look, _helper, _gc_off
     from harness.run import nodeload  # start-up: only a run's process begins early
 
     _look = nodeload.first_look()
+    if gc.isenabled():
+        gc.disable()
+        _gc_off = True
+    if helper and _helper is None:
+        from harness.run import helper as forked  # start-up: only a run's process begins early
+
+        _helper = forked.fork()
+        if _helper is not None:
+            atexit.register(_helper.close)
 
 
 def look() -> Snapshot | None:
@@ -30,3 +48,19 @@ def look() -> Snapshot | None:
     global _look
     taken, _look = _look, None
     return taken
+
+
+def helper() -> Helper | None:
+    """The helper begin() forked (once), else None."""
+    global _helper
+    taken, _helper = _helper, None
+    return taken
+
+
+def resume_gc() -> None:
+    """The collector back on where begin() turned it off (the run's session keeps it off while it
+    prepares, then freezes what start-up made)."""
+    global _gc_off
+    if _gc_off:
+        _gc_off = False
+        gc.enable()

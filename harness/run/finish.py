@@ -1,7 +1,9 @@
 """The end of a run: annotate the record, render every output, then write each exactly once.
 
 results.json is rewritten as each check finishes (crash safety); the final results.json,
-report.html and junit.xml are written here, once, after history has annotated the record.
+report.html and junit.xml are written here, once, after history has annotated the record. The
+reports are rendered by `Reports`: in this process (InProcess, which loads the renderers only
+then), or by the run's helper process (run.helper), which loaded them while the run started.
 
 A failure outside the checks (a bug in the session, history or a renderer) is an error of the
 run, not of the hardware: it becomes an ERRORED entry of kind `harness` in the record, so the
@@ -17,11 +19,14 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from harness import results
 from harness.model import CheckResult, RunRecord, Status
-from harness.report.outputs import RENDERERS, Renderer, write_rendered
+from harness.report.files import NAMES, write_rendered
+
+if TYPE_CHECKING:
+    from harness.report.outputs import Renderer
 
 log = logging.getLogger("harness")
 
@@ -69,9 +74,13 @@ def _guarded(record: RunRecord, doing: str, step: Callable[[RunRecord], RunRecor
 
 
 def render(record: RunRecord, run_dir: Path,
-           renderers: Mapping[str, Renderer] = RENDERERS) -> tuple[RunRecord, dict[str, str]]:
+           renderers: Mapping[str, Renderer] | None = None) -> tuple[RunRecord, dict[str, str]]:
     """Every output rendered (file name -> text) and the record they show. A renderer that fails
     adds an error to the record and the others are rendered again, so they show it too."""
+    if renderers is None:
+        from harness.report.outputs import RENDERERS  # start-up: a run's helper may render instead
+
+        renderers = RENDERERS
     texts: dict[str, str] = {}
     for _ in range(2):
         texts, failed = {}, []
@@ -89,13 +98,36 @@ def render(record: RunRecord, run_dir: Path,
     return record, texts
 
 
-def finish(record: RunRecord, run_dir: Path, history: History | None) -> RunRecord:
+class Reports(Protocol):
+    """What renders a run's reports: this process (InProcess) or the run's helper (run.helper)."""
+
+    def prepare(self, output: Path) -> None: ...
+    def render(self, record: RunRecord, run_dir: Path) -> tuple[RunRecord, dict[str, str]]: ...
+
+
+class InProcess:
+    """The reports rendered here, the renderers loaded on first use."""
+
+    def prepare(self, output: Path) -> None:
+        """Load the renderers and the compiled template of a run directory in `output` ahead of
+        the render (outputs.prepare: a failure is left to the render, which records it)."""
+        from harness.report import outputs  # start-up: a run's helper may render instead
+
+        outputs.prepare(output)
+
+    def render(self, record: RunRecord, run_dir: Path) -> tuple[RunRecord, dict[str, str]]:
+        return render(record, run_dir)
+
+
+def finish(record: RunRecord, run_dir: Path, history: History | None,
+           reports: Reports | None = None) -> RunRecord:
     """Annotate, render, record in history, then write results.json and the reports once each;
     returns the record as written."""
+    reports = reports or InProcess()
     try:
         if history is not None:
             record = _guarded(record, "reading history", history.annotate)
-        record, texts = render(record, run_dir)
+        record, texts = reports.render(record, run_dir)
         if history is not None:
             kept = record
 
@@ -105,12 +137,12 @@ def finish(record: RunRecord, run_dir: Path, history: History | None) -> RunReco
 
             record = _guarded(record, "recording the run in history", keep)
             if record is not kept:
-                record, texts = render(record, run_dir)
+                record, texts = reports.render(record, run_dir)
     finally:
         if history is not None:
             history.close()
     results.write(run_dir, record)
-    for name in RENDERERS:
+    for name in NAMES:
         if name not in texts:  # an earlier attempt's file would contradict this record
             with suppress(OSError):
                 (run_dir / name).unlink(missing_ok=True)

@@ -55,7 +55,7 @@ from harness.platform.ledger import Ledger
 from harness.report.fmt import fmt_status
 from harness.run import contention, nodeload, settle
 from harness.run import sampler as telemetry
-from harness.run.finish import History, finish, internal_error, with_error
+from harness.run.finish import History, Reports, finish, internal_error, with_error
 from harness.run.plan import PlannedCheck
 from harness.run.progress import PlainProgress, Progress
 from harness.series import telemetry as gpu_series
@@ -112,6 +112,7 @@ class RunContext:
     history: History | None = None  # annotates the record before the final write, records it after
     left_out: tuple[LeftOut, ...] = ()  # the suite's checks an option left out (RunRecord.left_out)
     first_look: nodeload.Snapshot | None = None  # the start of the first check's first window
+    reports: Reports | None = None  # what renders the reports (finish.InProcess when None)
 
 
 class Runner:
@@ -164,7 +165,7 @@ class Runner:
                     raise
                 except Exception as e:  # a bug outside the checks: the results so far are still written
                     record = with_error(self._record(final=True), internal_error("running the plan", e))
-                record = finish(record, self.ctx.run_dir, self.ctx.history)
+                record = finish(record, self.ctx.run_dir, self.ctx.history, self.ctx.reports)
             if self.signum is not None and not record.interrupted:
                 log.warning("%s arrived after the last check had finished: the verdict stands",
                             SIGNAL_NAMES.get(self.signum, str(self.signum)))

@@ -20,12 +20,12 @@ from harness.fsutil import output_dir_problem, untrusted
 from harness.history import record as hist
 from harness.history.series import params_digest
 from harness.model import LeftOut, RunRecord, join_labels
-from harness.platform import ledger, sysinfo
+from harness.platform import ledger
 from harness.platform.runlock import RunLock
-from harness.report import outputs
 from harness.report.fmt import fmt_status
 from harness.run import nodeload, plan, progress, resume, retention
-from harness.run.finish import errors_of
+from harness.run.finish import InProcess, Reports, errors_of
+from harness.run.helper import Helper, inventory_of
 from harness.run.resume import digest
 from harness.run.runner import RunContext, Runner, exit_code, iso, make_run_dir, utcnow
 
@@ -137,17 +137,22 @@ def run(options: RunOptions | None = None, *, inventory_probe: InventoryProbe | 
 
 
 def execute(options: RunOptions | None = None, *, inventory_probe: InventoryProbe | None = None,
-            first_look: nodeload.Snapshot | None = None, **fields: Any) -> Finished:
+            first_look: nodeload.Snapshot | None = None, helper: Helper | None = None,
+            **fields: Any) -> Finished:
     """`run`, returning the record as written too. `first_look`: the start of the contention gate's
     first look, taken by the caller before this module loaded (else taken now): loading, checking
-    and planning the run fill it."""
+    and planning the run fill it. `helper`: the run's helper process (run.helper), forked by the
+    caller as the process started, which reads the inventory and renders the reports; without
+    one, this process does."""
     opts = _options(options, fields)
     start = None if opts.dry_run else first_look or nodeload.first_look()
-    with _start_up():
-        prepared = _prepare(opts, inventory_probe)
     try:
-        return Finished(0) if prepared is None else _launch(prepared, opts, start)
+        with _start_up():
+            prepared = _prepare(opts, inventory_probe, helper)
+        return Finished(0) if prepared is None else _launch(prepared, opts, start, helper or InProcess())
     finally:
+        if helper is not None:
+            helper.close()
         gc.unfreeze()  # for callers that go on (tests); the CLI exits here
 
 
@@ -170,15 +175,15 @@ def _start_up() -> Iterator[None]:
         gc.enable()
 
 
-def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None) -> _Prepared | None:
+def _prepare(opts: RunOptions, inventory_probe: InventoryProbe | None,
+             helper: Helper | None) -> _Prepared | None:
     """Load, check and plan the run (or the resumed one); None after printing a --dry-run plan.
-    The inventory's lsblk is begun first, so its wait overlaps loading the suite and profile."""
-    disks = None if inventory_probe else sysinfo.Disks()
-    try:
-        return _prepare_with(opts, inventory_probe or (lambda: sysinfo.collect(disks=disks)))
-    finally:
-        if disks is not None:
-            disks.close()
+    The inventory is the helper's, read while this process loaded; without one, its lsblk is
+    begun first, so its wait overlaps loading the suite and profile."""
+    if inventory_probe is not None:
+        return _prepare_with(opts, inventory_probe)
+    with inventory_of(helper) as read:
+        return _prepare_with(opts, read)
 
 
 def _prepare_with(opts: RunOptions, read_inventory: InventoryProbe) -> _Prepared | None:
@@ -291,9 +296,10 @@ def _resume(run_dir: Path, read_inventory: InventoryProbe, node: str | None) -> 
                      left_out=r.record.left_out)
 
 
-def _launch(p: _Prepared, opts: RunOptions, first_look: nodeload.Snapshot | None = None) -> Finished:
+def _launch(p: _Prepared, opts: RunOptions, first_look: nodeload.Snapshot | None,
+            reports: Reports) -> Finished:
     """Take the node's run lock, clean up after a crashed run, run the plan, print the verdict;
-    `first_look` starts the first check's first contention window."""
+    `first_look` starts the first check's first contention window; `reports` renders the reports."""
     output, planned, prof, run_dir = p.output, p.planned, p.prof, p.run_dir
     os.umask(os.umask(0o022) | 0o022)  # nothing the run writes is group- or world-writable
     _trusted_output(output)
@@ -312,7 +318,7 @@ def _launch(p: _Prepared, opts: RunOptions, first_look: nodeload.Snapshot | None
             notes += ledger.reap_stale(run_dir)
             resume.clear_partial(run_dir, [pc.id for pc in planned if pc.id not in p.previous])
         lock.set_run_dir(run_dir)
-        outputs.prepare(run_dir.parent)  # inside the first look, which would otherwise sleep
+        reports.prepare(run_dir.parent)  # inside the first look, which would otherwise sleep
         for n in notes:
             print(f"note: {printable(n)}", file=sys.stderr)
         ctx = RunContext(
@@ -321,7 +327,7 @@ def _launch(p: _Prepared, opts: RunOptions, first_look: nodeload.Snapshot | None
             allow_destructive=opts.allow_destructive, argv=p.argv,
             progress=progress.choose(),
             previous=p.previous, started=p.started, resumed=p.resumed, notes=tuple(notes),
-            left_out=p.left_out, first_look=first_look,
+            left_out=p.left_out, first_look=first_look, reports=reports,
             hardware=prof.profile.hardware.model_dump(),
             config=tuple((r, prof.profile.name) for r in prof.profile.config),
             history=hist.RunHistory(hist.store_path(output, opts.history),

@@ -26,7 +26,8 @@ real = early.begin
 def begin():
     seen.append({"click": "click" in sys.modules, "cli_main": "harness.cli.main" in sys.modules})
     real()
-    seen.append({"gate": "harness.run.contention" in sys.modules, "nvml": "harness.platform.nvml" in sys.modules})
+    seen.append({"gate": "harness.run.contention" in sys.modules,
+                 "nvml": "harness.platform.nvml" in sys.modules})
 early.begin = begin
 sys.argv = ["harness", *sys.argv[1:]]
 from harness.cli import start
@@ -59,14 +60,14 @@ def test_other_commands_begin_nothing():
 
 def test_the_look_is_handed_out_once(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("HARNESS_CONTENTION", "record")
-    early.begin()
+    early.begin(helper=False)
     first = early.look()
     assert isinstance(first, nodeload.Snapshot) and early.look() is None
 
 
 def test_no_look_when_the_gate_is_off(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("HARNESS_CONTENTION", "off")
-    early.begin()
+    early.begin(helper=False)
     assert early.look() is None
 
 
@@ -128,3 +129,28 @@ def test_lsblk_is_begun_before_the_suite_loads(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setattr(session.config, "load_suite", load_suite)
     assert session.run(RunOptions(suite="smoke", output=tmp_path / "o", dry_run=True)) == 0
     assert overlapped == [True] and not running.is_set()
+
+
+def test_the_collector_is_off_from_the_start_until_the_run_begins(monkeypatch: pytest.MonkeyPatch):
+    """begin() turns the cyclic collector off for the imports and the command line; the run
+    command turns it back on before the session (which keeps it off while it prepares)."""
+    import gc
+
+    monkeypatch.setenv("HARNESS_CONTENTION", "record")
+    assert gc.isenabled()
+    try:
+        early.begin(helper=False)
+        assert not gc.isenabled()
+        early.look()
+    finally:
+        early.resume_gc()
+    assert gc.isenabled()
+    gc.disable()  # a caller's own choice stands: begin() leaves the collector as it found it
+    try:
+        early.begin(helper=False)
+        early.resume_gc()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        early.look()
+

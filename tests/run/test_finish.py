@@ -202,3 +202,39 @@ def test_a_signal_during_the_last_check_makes_every_output_say_incomplete(tmp_pa
     d = json.loads((run_dir / "results.json").read_text())
     assert d["verdict"] == "INCOMPLETE" and d["interrupted"] is True
     assert "INCOMPLETE" in (run_dir / HTML_NAME).read_text()
+
+
+def test_the_light_names_of_the_reports_are_the_renderers_own():
+    """finish writes and clears the reports by files.NAMES without loading the renderers: the
+    same names, in the same order, as outputs.RENDERERS renders."""
+    from harness.report import files
+
+    assert tuple(RENDERERS) == files.NAMES == (HTML_NAME, JUNIT_NAME)
+
+
+def test_a_run_renders_through_its_helper_and_closes_it(tmp_path: Path):
+    """The session reads the inventory from its helper (run.helper), has it prepare and render the
+    reports, and closes it; a stand-in here records the calls (test_helper forks a real one)."""
+    seen: list[str] = []
+
+    class StandIn(finish.InProcess):
+        def inventory(self, read_here: Any) -> dict[str, Any]:
+            seen.append("inventory")
+            return node()
+
+        def prepare(self, output: Path) -> None:
+            seen.append(f"prepare {output.name}")
+            super().prepare(output)
+
+        def render(self, record: Any, run_dir: Path) -> Any:
+            seen.append("render")
+            return super().render(record, run_dir)
+
+        def close(self) -> None:
+            seen.append("close")
+
+    (tmp_path / "s.yaml").write_text(TWO)
+    done = app.execute(suite=str(tmp_path / "s.yaml"), profile="generic", output=tmp_path / "reports",
+                       argv=("harness",), history="off", helper=StandIn())  # type: ignore[arg-type]
+    assert done.code == 0 and seen == ["inventory", "prepare reports", "render", "close"]
+    assert done.run_dir is not None and (done.run_dir / HTML_NAME).is_file()

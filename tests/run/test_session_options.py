@@ -29,7 +29,8 @@ def test_the_cli_builds_one_options_value(monkeypatch: pytest.MonkeyPatch, tmp_p
 
     def execute(options: RunOptions | None = None, **kw: Any) -> session.Finished:
         # and the start of the gate's first look, begun before the session loaded
-        assert options is not None and set(kw) == {"first_look"}
+        assert options is not None and set(kw) == {"first_look", "helper"}
+        assert kw["helper"] is None  # no helper was forked: this process began nothing early
         assert isinstance(kw["first_look"], nodeload.Snapshot) and kw["first_look"].t <= time.monotonic()
         seen.append(options)
         return session.Finished(0)
