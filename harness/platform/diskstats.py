@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -46,11 +47,19 @@ def parse(text: str) -> dict[str, DiskStat]:
 def read(root: Path = Path("/")) -> Optional[dict[str, DiskStat]]:
     """Whole devices' counters; None without /proc/diskstats. Idle RAM disks are left out."""
     try:
-        stats = parse((root / "proc" / "diskstats").read_text())
+        text = (root / "proc" / "diskstats").read_text()
     except OSError:
         return None
     try:
-        whole = set(os.listdir(root / "sys" / "block"))
+        block: Optional[list[str]] = os.listdir(root / "sys" / "block")
     except OSError:
-        whole = set(stats)
+        block = None
+    return whole_devices(text, block)
+
+
+def whole_devices(text: str, block: Optional[Iterable[str]]) -> dict[str, DiskStat]:
+    """The whole devices (those /sys/block lists; every one where it could not be listed) of a
+    /proc/diskstats text, RAM disks left out."""
+    stats = parse(text)
+    whole = set(stats) if block is None else set(block)
     return {n: s for n, s in stats.items() if n in whole and not n.startswith(("ram", "zram"))}

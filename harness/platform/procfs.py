@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from harness.platform import diskstats
+from harness.platform.diskstats import DiskStat
+
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -178,20 +181,25 @@ class ProcFs:
     def __init__(self, root: Path = Path("/")) -> None:
         self.proc = root / "proc"
 
-    def _text(self, *parts: str) -> Optional[str]:
+    def text(self, *parts: str) -> Optional[str]:
+        """The text of the file /proc/PARTS (None when absent or unreadable)."""
         try:
             with open(self.proc.joinpath(*parts), encoding="utf-8", errors="replace") as f:
                 return f.read()
         except OSError:
             return None
 
+    def disks(self) -> Optional[dict[str, DiskStat]]:
+        """Whole devices' I/O counters (diskstats.read); None without /proc/diskstats."""
+        return diskstats.read(self.proc.parent)
+
     def stat(self) -> Optional[CpuTimes]:
-        text = self._text("stat")
+        text = self.text("stat")
         return None if text is None else parse_stat(text)
 
     def pressure(self, resource: str) -> Optional[Pressure]:
         """PSI of "cpu", "memory" or "io"; None where the kernel has no PSI."""
-        text = self._text("pressure", resource)
+        text = self.text("pressure", resource)
         try:
             return None if text is None else parse_pressure(text)
         except ValueError:
@@ -205,7 +213,7 @@ class ProcFs:
         yield from (int(n) for n in names if n.isdigit())
 
     def task(self, pid: int, tid: int | None = None) -> Optional[TaskStat]:
-        text = self._text(str(pid), "stat") if tid is None else self._text(str(pid), "task", str(tid), "stat")
+        text = self.text(str(pid), "stat") if tid is None else self.text(str(pid), "task", str(tid), "stat")
         try:
             return None if text is None else parse_task_stat(text)
         except (ValueError, IndexError):
@@ -218,7 +226,7 @@ class ProcFs:
             return []
 
     def schedstat(self, pid: int) -> Optional[tuple[int, int]]:
-        text = self._text(str(pid), "schedstat")
+        text = self.text(str(pid), "schedstat")
         try:
             return None if text is None else parse_schedstat(text)
         except (ValueError, IndexError):
@@ -226,7 +234,7 @@ class ProcFs:
 
     def io(self, pid: int) -> Optional[tuple[int, int]]:
         """(read_bytes, write_bytes); None when absent or not ours to read (another user's process)."""
-        text = self._text(str(pid), "io")
+        text = self.text(str(pid), "io")
         try:
             return None if text is None else parse_pid_io(text)
         except (ValueError, KeyError):
@@ -236,7 +244,7 @@ class ProcFs:
         """The direct children of every thread of `pid` (/proc/PID/task/*/children)."""
         out: list[int] = []
         for tid in self.threads(pid):
-            text = self._text(str(pid), "task", str(tid), "children")
+            text = self.text(str(pid), "task", str(tid), "children")
             if text:
                 out += [int(c) for c in text.split()]
         return out
@@ -254,7 +262,7 @@ class ProcFs:
 
     def _net(self, pid: int | None, name: str) -> Optional[str]:
         # /proc/PID/net is the network namespace of PID: a container's own eth0 and TCP counters
-        return self._text("net", name) if pid is None else self._text(str(pid), "net", name)
+        return self.text("net", name) if pid is None else self.text(str(pid), "net", name)
 
     def net_dev(self, pid: int | None = None) -> Optional[Mapping[str, NetDev]]:
         text = self._net(pid, "dev")

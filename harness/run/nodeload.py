@@ -11,11 +11,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from harness.parsers.sysinfo import parse_meminfo
 from harness.platform import diskstats
+from harness.platform.diskstats import DiskStat
 from harness.platform.procfs import ProcFs
 
 MODES = ("gate", "record", "off")
@@ -56,17 +59,15 @@ def snapshot(fs: ProcFs, clock: Callable[[], float] = time.monotonic,
     except ValueError:  # a /proc/stat without its cpu line (a broken or partial read): left out
         cpu = None
     psi = {r: p.some_us for r in ("cpu", "io", "memory") if (p := fs.pressure(r)) is not None}
-    disks = diskstats.read(fs.proc.parent)
+    disks = fs.disks()
     per_disk = None if disks is None else {n: d.read_bytes + d.write_bytes for n, d in disks.items()}
     disk_bytes = _disk_bytes(per_disk, disks_of)
     own_io = {pid: r + w for pid in own if (io := fs.io(pid)) is not None for r, w in [io]}
     mem: float | None = None
-    try:
-        with open(fs.proc / "meminfo", encoding="utf-8") as f:
-            m = parse_meminfo(f.read())
+    meminfo = fs.text("meminfo")
+    if meminfo is not None:
+        m = parse_meminfo(meminfo)
         mem = m["MemAvailable"] / m["MemTotal"] if m.get("MemTotal") and "MemAvailable" in m else None
-    except OSError:
-        pass
     if cpu is None:
         return Snapshot(clock(), psi=psi, disk_bytes=disk_bytes, per_disk=per_disk, own_io=own_io,
                         mem_available=mem)
@@ -87,8 +88,38 @@ def on_disks(s: Snapshot, disks_of: frozenset[str] | None) -> Snapshot:
     return dataclasses.replace(s, disk_bytes=_disk_bytes(s.per_disk, disks_of))
 
 
-def first_look(env: Mapping[str, str] = os.environ) -> Snapshot | None:
+def first_look(env: Mapping[str, str] = os.environ,
+               captured: Mapping[str, Any] | None = None) -> Snapshot | None:
     """The start of a run's first window, read as the run starts (None when the gate is off): the
     run's own preparation (imports, config, inventory) then takes the place of the sleep of the
-    gate's first look (Gate(start=...))."""
-    return None if mode_of(env) == "off" else snapshot(ProcFs())
+    gate's first look (Gate(start=...)). `captured`: the files that reading was made of, read
+    earlier by run.early.capture (before this module loaded), read here as they were then."""
+    if mode_of(env) == "off":
+        return None
+    if captured is None:
+        return snapshot(ProcFs())
+    return snapshot(Captured(captured), lambda: float(captured["t"]))
+
+
+class Captured(ProcFs):
+    """/proc as run.early.capture read it: the files a snapshot of that process reads, and
+    nothing else (a file it did not read is absent)."""
+
+    def __init__(self, captured: Mapping[str, Any]) -> None:
+        super().__init__(Path(captured["root"]))
+        self._texts: Mapping[str, str | None] = captured["texts"]
+        self._tasks: Mapping[int, list[str]] = captured["tasks"]
+        self._block: list[str] | None = captured["block"]
+
+    def text(self, *parts: str) -> str | None:
+        return self._texts.get("/".join(parts))
+
+    def threads(self, pid: int) -> list[int]:
+        return [int(t) for t in self._tasks.get(pid, ()) if t.isdigit()]
+
+    def descendants(self, roots: Iterable[int], limit: int = 4096) -> list[int]:
+        return super().descendants([p for p in roots if p in self._tasks], limit)
+
+    def disks(self) -> dict[str, DiskStat] | None:
+        text = self._texts.get("diskstats")
+        return None if text is None else diskstats.whole_devices(text, self._block)

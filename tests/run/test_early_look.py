@@ -35,7 +35,7 @@ try:
     start.main()
 except SystemExit:
     pass
-print("PROBE " + json.dumps({"seen": seen, "left": early._look is not None}))
+print("PROBE " + json.dumps({"seen": seen, "left": early._captured is not None}))
 """
 
 
@@ -154,3 +154,38 @@ def test_the_collector_is_off_from_the_start_until_the_run_begins(monkeypatch: p
         gc.enable()
         early.look()
 
+
+def _copy_proc(root: Path) -> None:
+    """This process's /proc as a snapshot reads it, and /sys/block, copied under `root`: static."""
+    import os
+
+    pid = os.getpid()
+    names = ["stat", "pressure/cpu", "pressure/io", "pressure/memory", "diskstats", "meminfo", f"{pid}/io"]
+    names += [f"{pid}/task/{t}/{f}" for t in os.listdir(f"/proc/{pid}/task") for f in ("stat", "children")]
+    for name in names:
+        src, dst = Path("/proc") / name, root / "proc" / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            dst.write_text(src.read_text())
+        except OSError:  # no PSI on this kernel, say: absent from both
+            pass
+    (root / "sys" / "block").mkdir(parents=True)
+    for disk in os.listdir("/sys/block"):
+        (root / "sys" / "block" / disk).mkdir()
+
+
+def test_the_look_read_before_anything_loads_is_the_snapshot_read_then(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch):
+    """early.capture reads the files nodeload.snapshot reads, with nothing loaded; read back, they
+    are the very snapshot: every field, on the same /proc (a copy that stands still)."""
+    monkeypatch.setenv("HARNESS_CONTENTION", "record")
+    _copy_proc(tmp_path)
+    captured = early.capture(str(tmp_path))
+    from_capture = nodeload.first_look(captured=captured)
+    direct = nodeload.snapshot(nodeload.ProcFs(tmp_path), lambda: captured["t"])
+    assert from_capture == direct
+    assert direct.ncpu >= 1 and direct.per_disk is not None and direct.mem_available is not None
+    assert direct.own_io  # this process's own I/O counters were read
+    # a file the capture did not read is absent, not read later: the look is of its moment
+    del captured["texts"]["meminfo"]
+    assert nodeload.first_look(captured=captured).mem_available is None  # type: ignore[union-attr]
