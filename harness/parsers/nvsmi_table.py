@@ -24,7 +24,9 @@ KIND = "nvidia-smi"
 MIB = 2**20
 _HEADER = re.compile(r"NVIDIA-SMI\s+(\S+)\s+Driver Version:\s*(\S+)(?:\s+CUDA Version:\s*(\S+))?")
 _BUS = re.compile(r"^([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*(\S*)$")
-_GPU_CELL = re.compile(r"^(\d+)\s+(.*?)\s+(\S+)$")  # index, name, persistence (or TCC/WDDM)
+# index, name, persistence (or TCC/WDDM); numbers are bounded: int() refuses a 5,000-digit one
+_GPU_CELL = re.compile(r"^(\d{1,6})\s+(.*?)\s+(\S+)$")
+_MIG_ROW = re.compile(r"\d{1,6}(\s+\d{1,6}){3}")  # GPU GI CI MIG-device
 _STATE = re.compile(r"^(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*/\s*(\S+)$")  # fan temp perf usage / cap
 _MEM = re.compile(r"^(\S+?)\s*/\s*(\S+)$")
 _STAMP = re.compile(r"^\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4}$")
@@ -98,7 +100,7 @@ def _table(lines: list[str], head: int, end: int) -> ParseResult:
             metrics += ms
             if problem:
                 problems.append(problem)
-        elif cells and section == "mig" and len(cells) == 4 and re.fullmatch(r"\d+(\s+\d+){3}", cells[0]):
+        elif cells and section == "mig" and len(cells) == 4 and _MIG_ROW.fullmatch(cells[0]):
             g, gi, ci, dev = (int(x) for x in cells[0].split())
             mig.append({"gpu": g, "gi": gi, "ci": ci, "mig_dev": dev})
         elif cells and section == "procs" and len(cells) == 1:
@@ -159,14 +161,19 @@ def _gpu(rows: list[list[str]], lineno: int) -> tuple[dict[str, Any], list[Metri
     return info, out, None
 
 
+def _count(tok: str) -> bool:
+    """A token int() reads as a GPU, GI, CI or process id: decimal digits, at most 10 of them."""
+    return tok.isdecimal() and len(tok) <= 10
+
+
 def _process(cell: str) -> dict[str, Any] | None:
     """A Processes row: 'GPU [GI CI] PID Type name... memory' (GI/CI since driver 450)."""
     toks = cell.split()
-    if len(toks) < 5 or not toks[0].isdecimal():
+    if len(toks) < 5 or not _count(toks[0]):
         return None
-    t = next((k for k in range(2, len(toks) - 1) if toks[k] in _PROC_TYPES and toks[k - 1].isdecimal()), None)
+    t = next((k for k in range(2, len(toks) - 1) if toks[k] in _PROC_TYPES and _count(toks[k - 1])), None)
     if t is None:
         return None
-    gi, ci = (int(x) if x.isdecimal() else None for x in (toks[1:t - 1] if t == 4 else ("", "")))
+    gi, ci = (int(x) if _count(x) else None for x in (toks[1:t - 1] if t == 4 else ("", "")))
     return {"gpu": int(toks[0]), "gi": gi, "ci": ci, "pid": int(toks[t - 1]), "type": toks[t],
             "name": " ".join(toks[t + 1:-1]), "memory_bytes": _mib(toks[-1])}

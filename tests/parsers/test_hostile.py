@@ -107,6 +107,19 @@ def test_a_digit_int_cannot_read_is_not_a_gpu_index() -> None:
     assert _judge("nvbandwidth", text.replace("\n 7 ", "\n ⒍ ", 1)) is not None
 
 
+@pytest.mark.parametrize("name", ["nvidia-smi_default_table_10x_a40_550.127.05.txt",
+                                  "nvidia-smi_default_table_2x_a100_pcie_535.129.03_mig_on_gpu0.txt"])
+def test_a_number_too_long_for_int_is_not_a_gpu_mig_or_process_id(name: str) -> None:
+    """int() refuses 4,301 digits and more (Python's limit): a GPU index, MIG row or process id
+    that long is not one (hypothesis found the GPU index in CI's rehearsal)."""
+    text = (DATA / "nvidia-smi" / name).read_text()
+    long = "9" * 5000
+    for old, new in (("|   0  ", f"|   {long}  "), ("|   1  ", f"|   1{long}  "),
+                     ("|  0   ", f"|  {long}   "), ("  0    0 ", f"  {long}    0 ")):
+        result = _judge("nvidia-smi", text.replace(old, new))
+        assert result is not None
+
+
 @pytest.mark.parametrize("field, raw", [("avail_spare", "9" * 400), ("spare_thresh", "-" + "9" * 400),
                                         ("data_units_read", 1e305), ("power_on_hours", 10 ** 400),
                                         ("media_errors", "0x" + "f" * 300)])
