@@ -80,6 +80,9 @@ def test_the_run_command_is_given_the_early_look(monkeypatch: pytest.MonkeyPatch
         return session.Finished(0)
 
     monkeypatch.setattr(session, "execute", execute)
+    from harness.run import helper
+
+    monkeypatch.setattr(helper, "fork", lambda: None)  # no helper forked from the test process
     taken: list[nodeload.Snapshot | None] = []
     real = nodeload.first_look
 
@@ -91,7 +94,7 @@ def test_the_run_command_is_given_the_early_look(monkeypatch: pytest.MonkeyPatch
     argv = ["harness", "run", "quick", "--output", str(tmp_path), "--history", "off"]
     monkeypatch.setattr("sys.argv", argv)
     with pytest.raises(SystemExit) as e:
-        start.main()
+        start.main(end_fast=False)
     assert e.value.code == 0
     # one snapshot, taken by early.begin, is the one the run got; the CLI took none of its own
     assert len(taken) == 1 and given == taken and isinstance(given[0], nodeload.Snapshot)
@@ -99,7 +102,7 @@ def test_the_run_command_is_given_the_early_look(monkeypatch: pytest.MonkeyPatch
     # a --dry-run is given none (it runs nothing), and the look is not left for a later run
     monkeypatch.setattr("sys.argv", ["harness", "run", "quick", "--dry-run", "--output", str(tmp_path)])
     with pytest.raises(SystemExit):
-        start.main()
+        start.main(end_fast=False)
     assert given[-1] is None and early.look() is None
 
 
@@ -189,3 +192,31 @@ def test_the_look_read_before_anything_loads_is_the_snapshot_read_then(tmp_path:
     # a file the capture did not read is absent, not read later: the look is of its moment
     del captured["texts"]["meminfo"]
     assert nodeload.first_look(captured=captured).mem_available is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("code", "status", "err"),
+                         [(4, 4, ""), (None, 0, ""), ("bad input", 1, "bad input\n")])
+def test_a_run_ends_its_process_with_its_code_after_its_exit_handlers_and_flushed_output(
+        code: object, status: int, err: str):
+    """start.end: what SystemExit(code) would do (the exit handlers, the buffered output written,
+    the status), without the interpreter's teardown."""
+    script = ("import atexit, sys\nfrom harness.cli.start import end\n"
+              "atexit.register(lambda: print(' and the handlers ran'))\n"
+              "print('buffered', end='')\n"
+              f"end({code!r})\nprint('never')\n")
+    r = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       env={"PATH": "/usr/bin:/bin"})
+    assert (r.returncode, r.stdout, r.stderr) == (status, "buffered and the handlers ran\n", err)
+
+
+def test_a_run_through_the_console_entry_says_everything_and_exits_with_its_verdict(tmp_path: Path):
+    suite = tmp_path / "one.yaml"
+    suite.write_text("name: one\nchecks:\n  - id: app\n    kind: command\n    params:\n"
+                     "      argv: [\"true\"]\n")
+    argv = ["run", str(suite), "--profile", "generic", "--output", str(tmp_path / "out"), "--history", "off"]
+    r = subprocess.run([sys.executable, "-m", "harness", *argv], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    (run_dir,) = [p for p in (tmp_path / "out").iterdir() if p.is_dir() and not p.name.startswith(".")]
+    doc = json.loads((run_dir / "results.json").read_text())
+    assert r.returncode == 4 and doc["verdict"] == "UNTESTED"
+    assert r.stdout.rstrip().splitlines()[-1] == f"report: {run_dir / 'report.html'}"  # the last line too

@@ -52,7 +52,6 @@ def begin(*a, **k):
         os.kill(pids[-1], signal.SIGKILL)
 early.begin = begin
 sys.argv = ["harness", *sys.argv[1:]]
-code = [0]
 def gone(pid):
     try:
         os.kill(pid, 0)
@@ -60,15 +59,12 @@ def gone(pid):
         return True
     return False
 def report():  # registered first, so it runs last: after the run's own exit handlers
-    print("PROBE " + json.dumps({"code": code[0], "pids": pids, "gone": [gone(p) for p in pids if p],
+    print("PROBE " + json.dumps({"pids": pids, "gone": [gone(p) for p in pids if p],
                                  "parent_rendered": "jinja2" in sys.modules,
                                  "parent_inventory": "harness.platform.sysinfo" in sys.modules}))
 atexit.register(report)
 from harness.cli import start
-try:
-    start.main()
-except SystemExit as e:
-    code[0] = e.code
+start.main()  # a run ends the process itself: the exit handlers (this report last) run first
 """
 
 SUITE = "name: one\nchecks:\n  - id: app\n    kind: command\n    params:\n      argv: [\"true\"]\n"
@@ -80,7 +76,7 @@ def probe(mode: str, *argv: str) -> dict[str, Any]:
     line = next((x for x in r.stdout.splitlines() if x.startswith("PROBE ")), None)
     assert line is not None, r.stdout + r.stderr
     out: dict[str, Any] = json.loads(line[len("PROBE "):])
-    out["stderr"] = r.stderr
+    out["stderr"], out["code"] = r.stderr, r.returncode
     return out
 
 
