@@ -105,8 +105,8 @@ class Helper:
         """The node's inventory as the helper read it (sysinfo.collect), else `read_here()`."""
         if self.alive and self._inventory is None:
             try:
-                kind, value = recv(self._rx, time.monotonic() + INVENTORY_TIMEOUT_S)
-                if kind != "inventory":
+                kind, value = _answer(recv(self._rx, time.monotonic() + INVENTORY_TIMEOUT_S))
+                if kind != "inventory" or not isinstance(value, dict):
                     raise Gone(f"its inventory failed: {value}")
                 self._inventory = value
             except Gone as e:
@@ -130,9 +130,12 @@ class Helper:
         if self.alive:
             try:
                 send(self._tx, ("render", record, run_dir), time.monotonic() + SEND_TIMEOUT_S)
-                kind, value = recv(self._rx, time.monotonic() + RENDER_TIMEOUT_S)
-                if kind == "rendered":
+                kind, value = _answer(recv(self._rx, time.monotonic() + RENDER_TIMEOUT_S))
+                if kind == "rendered" and isinstance(value, dict) and \
+                        all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
                     return record, value
+                if kind != "failed":
+                    raise Gone(f"a render answer of another shape: {kind}")
                 # a renderer failed there: rendered here, the failure recorded and logged
             except Gone as e:
                 self._give_up(f"render: {e}")
@@ -171,7 +174,14 @@ class Helper:
             self.failed = "closed"
 
 
-def _here() -> dict[str, Any]:
+def _answer(frame: Any) -> tuple[str, Any]:
+    """A helper's answer, (kind, value); Gone for anything else."""
+    if not (isinstance(frame, tuple) and len(frame) == 2 and isinstance(frame[0], str)):
+        raise Gone(f"an answer of another shape: {type(frame).__name__}")
+    return frame[0], frame[1]
+
+
+def _collect_here() -> dict[str, Any]:
     from harness.platform import sysinfo  # start-up: a run whose helper read it never loads it
 
     return sysinfo.collect()
@@ -182,7 +192,7 @@ def inventory_of(helper: Helper | None) -> Iterator[Callable[[], dict[str, Any]]
     """What reads a run's inventory: its helper's (read while the run loaded), else this process,
     its lsblk begun now so that its wait overlaps loading the suite and profile."""
     if helper is not None:
-        yield lambda: helper.inventory(_here)
+        yield lambda: helper.inventory(_collect_here)
         return
     from harness.platform import sysinfo  # start-up: a run whose helper read it never loads it
 

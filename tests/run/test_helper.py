@@ -211,3 +211,37 @@ def test_frames_are_pickles_of_the_record_types():
     assert pickle.loads(os.read(rx, n)) == ("render", rec, Path("/x"))
     os.close(rx)
     os.close(tx)
+
+
+@pytest.mark.parametrize("answer", [("inventory", "not a dict"), 42, ("failed", "lsblk: boom"),
+                                    ("inventory",)])
+def test_an_answer_of_another_shape_is_given_up_and_read_here(answer: Any):
+    """Whatever else comes back, the run reads the inventory itself and never asks again."""
+    rx, tx = os.pipe()
+    to_helper_r, to_helper_w = os.pipe()
+    helper.send(tx, answer, None)
+    h = helper.Helper(-1, rx, to_helper_w)  # no process: the pipes are the test's
+    read: list[int] = []
+    assert h.inventory(lambda: read.append(1) or {"host": {"hostname": "here"}}) == \
+        {"host": {"hostname": "here"}}
+    assert read == [1] and not h.alive and h.failed.startswith("inventory: ")
+    assert h.inventory(lambda: {"again": True}) == {"again": True}  # given up: not asked again
+    for fd in (tx, to_helper_r):
+        os.close(fd)
+
+
+def test_a_render_answer_of_another_shape_is_rendered_here(tmp_path: Path):
+    from harness.model import RunRecord
+
+    rx, tx = os.pipe()
+    to_helper_r, to_helper_w = os.pipe()
+    helper.send(tx, ("rendered", {"report.html": 7}), None)  # not text
+    h = helper.Helper(-1, rx, to_helper_w)
+    rec = RunRecord("r1", "n1", {"name": "s"}, {"name": "p"}, "2026-12-05T00:00:00Z",
+                    "2026-12-05T00:00:01Z", 1.0, {"host": {"hostname": "n1"}}, (), "0.1.0")
+    record, texts = h.render(rec, tmp_path)
+    assert record == rec and set(texts) == {"report.html", "junit.xml"}
+    assert texts["report.html"].startswith("<!DOCTYPE html>")  # rendered here, for real
+    assert not h.alive and h.failed.startswith("render: ")  # given up: the run renders itself from now on
+    for fd in (tx, to_helper_r):
+        os.close(fd)
