@@ -275,7 +275,8 @@ def serve(rx: int, tx: int) -> None:
     except Exception as e:  # the run reads it again itself, and meets the error there
         answer = ("failed", f"{type(e).__name__}: {e}")
     send(tx, answer, None)
-    import jinja2  # noqa: F401  start-up: the renderers load here, beside the run's start
+    # start-up: the renderers load here, beside the run's start
+    import jinja2  # noqa: F401
 
     from harness.report import outputs  # start-up: as jinja2
 
