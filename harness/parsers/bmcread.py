@@ -16,8 +16,9 @@ from harness.model import BmcReading, Metric
 from harness.units import CELSIUS, COUNT, WATT
 
 # "PSU1", "PS 1", "PS1", "Power Supply 1", "P/S 2", "PSU_3", "PWS-4"
-_PSU_NUMBER = re.compile(r"(?:\bPSU|\bPS|\bPower\s*Supply|\bP/S|\bPWS)\s*[_#-]?\s*(\d+)", re.IGNORECASE)
-_TRAILING_NUMBER = re.compile(r"(\d+)\s*$")
+_PSU_NUMBER = re.compile(r"(?:\bPSU|\bPS|\bPower\s*Supply|\bP/S|\bPWS)\s*[_#-]?\s*(\d{1,9})(?!\d)",
+                         re.IGNORECASE)
+_TRAILING_NUMBER = re.compile(r"(?<!\d)(\d{1,9})\s*$")  # bounded: int() refuses 4,301 digits
 
 
 def psu_number(name: str) -> Optional[int]:

@@ -36,11 +36,11 @@ _WORSE = {"fail": 3, "warn": 2, "pass": 1, "skip": 0}
 _ROW = re.compile(r"^\|(.*)\|(.*)\|\s*$")
 _SECTION = re.compile(r"^[|+]-+\s+(\w[\w ]*?)\s+-+[+|]")
 _RESULT = re.compile(r"^(pass|fail|warn|skip|not run)\b\s*(?:-\s*(.*))?$", re.IGNORECASE)
-_PER_GPU = re.compile(r"^GPU\s*(\d+)\s*:\s*(pass|fail|warn|skip)\b", re.IGNORECASE)
+_PER_GPU = re.compile(r"^GPU\s*(\d{1,9})\s*:\s*(pass|fail|warn|skip)\b", re.IGNORECASE)
 _IDS = re.compile(r"GPUs?\s*:\s*([\d,\s]+)", re.IGNORECASE)
 # a result continued on the next row of the same test: "|   | Fail - GPU: 1 |"
 _CONTINUED = re.compile(r"^(pass|fail|warn|skip)\s*-\s*(?:all|GPUs?\s*:\s*\d[\d,\s]*)$", re.IGNORECASE)
-_NAMES_GPU = re.compile(r"^GPU\s*(\d+)\b")
+_NAMES_GPU = re.compile(r"^GPU\s*(\d{1,9})\b")  # bounded: int() refuses 4,301 digits
 
 
 @dataclass
@@ -230,7 +230,7 @@ def _add_result(res: _Results, test: str, value: str) -> None:
     if m is None:
         return
     ids = _IDS.search(m.group(2) or "")
-    for g in [int(x) for x in re.findall(r"\d+", ids.group(1))] if ids else [None]:
+    for g in [int(x) for x in re.findall(r"(?<!\d)\d{1,9}(?!\d)", ids.group(1))] if ids else [None]:
         res.add(test, g, m.group(1))
 
 

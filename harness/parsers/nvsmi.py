@@ -35,7 +35,8 @@ def _num(v: str | None) -> float | None:
     if v is None:
         return None
     m = _NUM.match(v)
-    return float(m.group(1)) if m else None
+    n = float(m.group(1)) if m else None
+    return n if n is not None and math.isfinite(n) else None  # 400 digits read as inf: not a reading
 
 
 def _flag(v: str | None, yes: tuple[str, ...] = ("enabled", "yes", "active")) -> bool | None:

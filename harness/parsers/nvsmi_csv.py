@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 
 from harness.model import Metric
@@ -77,9 +78,10 @@ def _row_metrics(cells: dict[str, str], gpu: int) -> list[Metric]:
     for field, value in cells.items():
         if field in FIELDS:
             m = _NUM.match(value)
-            if m:
+            number = float(m.group(1)) if m else math.nan
+            if math.isfinite(number):  # 400 digits read as inf: not a reading
                 name, unit, extra = FIELDS[field]
-                out.append(Metric(name, float(m.group(1)), unit, {"gpu": gpu, **extra}))
+                out.append(Metric(name, number, unit, {"gpu": gpu, **extra}))
             continue
         r = _REASON.match(field)
         if r is None:
