@@ -131,7 +131,9 @@ def test_iperf3_through_a_shaped_veth_is_network_bound(tmp_path: Path) -> None:
                       "ip", "netns", "exec", a, "iperf3", "-c", addr, "-t", "10")
     assert doc["primary"] == "network", doc["verdict"]
     f = finding(doc, "network")
-    assert f["devices"] == [f"obsva{os.getpid() % 10000}"] and "queued to send" in f["evidence"]
+    assert f["devices"] == [f"obsva{os.getpid() % 10000}"]
+    # the shaped link's evidence: its send queue, or (on a loaded machine) its retransmissions
+    assert "queued to send" in f["evidence"] or "retransmitted" in f["evidence"], f["evidence"]
     assert f["processes"][0]["comm"] == "iperf3"
 
 

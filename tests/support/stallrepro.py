@@ -118,7 +118,15 @@ def iperf3_server(ns: str, seconds: int = 30) -> Iterator[None]:
     """iperf3 -s (one test) inside namespace `ns`, bounded in time."""
     p = subprocess.Popen(["ip", "netns", "exec", ns, "timeout", str(seconds), "iperf3", "-s", "-1"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
+    # listening before the client starts (a loaded machine takes more than the 0.5 s once slept:
+    # a client that cannot connect ends at once, and the window saw no network at all)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and p.poll() is None:
+        r = subprocess.run(["ip", "netns", "exec", ns, "ss", "-ltnH", "sport", "= :5201"],
+                           capture_output=True, text=True)
+        if r.returncode != 0 or r.stdout.strip():
+            break  # listening (or no ss to ask: as before)
+        time.sleep(0.05)
     try:
         yield
     finally:
