@@ -8,13 +8,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.fleet import aside
 from harness.fleet import junit as fleet_junit
 from harness.fleet.analysis import FleetReport
 from harness.fleet.collect import NodeOutcome, NodeStatus
 from harness.fleet.html import html_chunks
 from harness.fleet.stats import Outlier
 from harness.fsutil import atomic_write_chunks, atomic_write_json
+from harness.platform import forked
 
 if TYPE_CHECKING:
     from harness.report import prometheus as prom
@@ -23,6 +23,7 @@ FORMAT_VERSION = 1
 JSON_NAME, JUNIT_NAME, HTML_NAME = "fleet.json", "junit.xml", "fleet.html"
 ASIDE_MIN = 400  # nodes from which fleet.html is rendered in a forked child beside fleet.json and junit.xml
 ASIDE_TIMEOUT_S = 300.0  # the child's rendering, at most; then it is stopped and the parent renders
+ASIDE_STOP_S = 2.0  # a stopped child's time to unwind (its temporary file removed) before SIGKILL
 
 
 def outlier_dict(o: Outlier) -> dict[str, Any]:
@@ -82,15 +83,15 @@ def write(fleet_dir: Path, report: FleetReport) -> dict[str, Path]:
     def write_html() -> None:
         atomic_write_chunks(paths["html"], html_chunks(report))
 
-    child = aside.start(write_html) if len(report.nodes) >= ASIDE_MIN else None
+    child = forked.start(write_html) if len(report.nodes) >= ASIDE_MIN else None
     try:
         atomic_write_json(paths["json"], fleet_dict(report))
         atomic_write_chunks(paths["junit"], junit_chunks(report))
     except BaseException:
         if child is not None:
-            child.join(0.0)
+            child.end(0.0, term_s=ASIDE_STOP_S)
         raise
-    if child is None or not child.join(ASIDE_TIMEOUT_S):
+    if child is None or child.end(ASIDE_TIMEOUT_S, term_s=ASIDE_STOP_S) != 0:
         write_html()
     return paths
 

@@ -7,7 +7,7 @@ layers use; the others read one part of the machine each (blockdev, pci, infinib
 
 # The package's face: its public submodules (none is imported here; import the one you need).
 __all__ = [
-    "blockdev", "bmc", "cgroup", "diskstats", "facts", "infiniband", "ledger", "netdev", "nvlink", "nvme",
-    "nvml", "pair", "pci", "proc", "procfs", "pushgateway", "runlock", "scratch", "shm", "slurm", "storage",
-    "sysinfo", "toolprobe", "workload",
+    "blockdev", "bmc", "cgroup", "diskstats", "facts", "forked", "infiniband", "ledger", "netdev", "nvlink",
+    "nvme", "nvml", "pair", "pci", "proc", "procfs", "pushgateway", "runlock", "scratch", "shm", "slurm",
+    "storage", "sysinfo", "toolprobe", "workload",
 ]

@@ -68,9 +68,9 @@ def begin(helper: bool = True) -> None:
         gc.disable()
         _gc_off = True
     if helper and _helper is None:
-        from harness.run import helper as forked  # start-up: only a run's process begins early
+        from harness.run import helper as run_helper  # start-up: only a run's process begins early
 
-        _helper = forked.fork()
+        _helper = run_helper.fork()
         if _helper is not None:
             atexit.register(_helper.close)
 

@@ -22,12 +22,13 @@ import os
 import pickle
 import select
 import signal
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from harness.platform import forked
 
 if TYPE_CHECKING:
     from harness.model import RunRecord
@@ -92,8 +93,8 @@ def send(fd: int, obj: Any, deadline: float | None) -> None:
 class Helper:
     """The parent's side: the helper's inventory, and its rendering of the reports (Reports)."""
 
-    def __init__(self, pid: int, rx: int, tx: int) -> None:
-        self.pid, self._rx, self._tx = pid, rx, tx
+    def __init__(self, child: forked.Child | None, rx: int, tx: int) -> None:
+        self.child, self._rx, self._tx = child, rx, tx
         self.failed = ""  # why the helper was given up, when it was
         self._inventory: dict[str, Any] | None = None
 
@@ -161,15 +162,9 @@ class Helper:
                 except OSError:
                     pass
         self._rx = self._tx = -1
-        if self.pid <= 0:
-            return
-        if not _exited(self.pid, EXIT_WAIT_S):
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-                os.waitpid(self.pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
-        self.pid = -1
+        if self.child is not None:
+            self.child.end(EXIT_WAIT_S)
+            self.child = None
         if not self.failed:
             self.failed = "closed"
 
@@ -203,64 +198,31 @@ def inventory_of(helper: Helper | None) -> Iterator[Callable[[], dict[str, Any]]
         disks.close()
 
 
-def _exited(pid: int, timeout: float) -> bool:
-    """Whether the child `pid` exited (and was reaped) within `timeout`: woken by its pidfd the
-    moment it exits, polled where there is none."""
-    try:
-        fd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        fd = -1
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0]:
-                    return True
-            except ChildProcessError:
-                return True
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            if fd >= 0:
-                select.select([fd], [], [], left)
-            else:
-                time.sleep(min(left, 0.005))
-    finally:
-        if fd >= 0:
-            os.close(fd)
-
-
 def fork() -> Helper | None:
-    """Fork the helper; None where the system cannot, or another thread is alive (a lock it
-    holds would be held forever in the child: the run then does the helper's work itself)."""
-    threads = sys.modules.get("threading")
-    if threads is not None and threads.active_count() > 1:
+    """Fork the helper; None where the system cannot, or another thread is alive (the run then
+    does the helper's work itself: platform.forked)."""
+    if not forked.forkable():
         return None
     try:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
     except OSError:
         return None
-    try:
-        pid = os.fork()
-    except OSError:
-        for fd in (to_child_r, to_child_w, from_child_r, from_child_w):
-            os.close(fd)
-        return None
-    if pid == 0:  # the helper: never returns into the caller's code
-        code = 0
-        try:
-            os.close(to_child_w)
-            os.close(from_child_r)
-            serve(to_child_r, from_child_w)
-        except BaseException:  # its run does the work itself when it hears nothing
-            code = 1
-        finally:
-            os._exit(code)
+
+    def work() -> None:  # in the helper
+        os.close(to_child_w)
+        os.close(from_child_r)
+        serve(to_child_r, from_child_w)
+
+    child = forked.start(work)
     os.close(to_child_r)
     os.close(from_child_w)
+    if child is None:
+        os.close(to_child_w)
+        os.close(from_child_r)
+        return None
     os.set_blocking(to_child_w, False)  # a helper that stops reading cannot block the run
-    return Helper(pid, from_child_r, to_child_w)
+    return Helper(child, from_child_r, to_child_w)
 
 
 def serve(rx: int, tx: int) -> None:

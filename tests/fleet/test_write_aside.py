@@ -1,6 +1,7 @@
 """A large fleet's fleet.html is rendered by a forked child beside fleet.json and junit.xml
-(report.write, fleet.aside): the files are those the parent alone writes, and a child that fails, overruns or
-cannot start leaves the rendering to the parent, with no child or temporary file left behind."""
+(report.write, platform.forked): the files are those the parent alone writes, and a child that
+fails, overruns or cannot start leaves the rendering to the parent, with no child or temporary
+file left behind."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from pathlib import Path
 import pytest
 from fleet_samples import outcome, record
 
-from harness.fleet import aside
 from harness.fleet import report as fleet_report
 from harness.fleet.analysis import analyse
 from harness.fleet.collect import NodeStatus
+from harness.platform import forked
 
 NAMES = ("fleet.json", "junit.xml", "fleet.html")
 
@@ -71,7 +72,7 @@ def forking(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fork allowed although pytest may keep another thread alive (test_no_fork_beside_another_thread
     holds the real rule); the child is bounded by ASIDE_TIMEOUT_S all the same."""
     monkeypatch.setattr(fleet_report, "ASIDE_MIN", 1)
-    monkeypatch.setattr(aside, "forkable", lambda: True)
+    monkeypatch.setattr(forked, "forkable", lambda: True)
     monkeypatch.setattr(fleet_report, "ASIDE_TIMEOUT_S", 30.0)
 
 
@@ -126,7 +127,7 @@ def test_no_fork_beside_another_thread(tmp_path: Path, monkeypatch: pytest.Monke
     t = threading.Thread(target=stop.wait)
     t.start()
     try:
-        assert not aside.forkable()
+        assert not forked.forkable()
         fleet_report.write(tmp_path, sample())
     finally:
         stop.set()

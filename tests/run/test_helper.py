@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from clihelp import ROOT, harness, run_dirs, write
 
+from harness.platform import forked
 from harness.run import helper
 
 PROBE = """
@@ -35,7 +36,7 @@ if mode == "kill-later":  # after it sent the inventory: the render finds it gon
     real_inventory = h.Helper.inventory
     def inventory(self, read_here):
         got = real_inventory(self, read_here)
-        os.kill(self.pid, signal.SIGKILL)
+        os.kill(self.child.pid, signal.SIGKILL)
         return got
     h.Helper.inventory = inventory
 if mode == "boom":
@@ -47,7 +48,7 @@ pids = []
 real = early.begin
 def begin(*a, **k):
     real(*a, **k)
-    pids.append(early._helper.pid if early._helper is not None else None)
+    pids.append(early._helper.child.pid if early._helper is not None else None)
     if mode == "kill":
         os.kill(pids[-1], signal.SIGKILL)
 early.begin = begin
@@ -190,7 +191,7 @@ def test_a_helper_is_killed_when_it_does_not_end_and_closing_twice_is_harmless()
     child = subprocess.Popen([sys.executable, "-c", "import signal, time; "
                               "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"])
     rx, tx = os.pipe()
-    h = helper.Helper(child.pid, rx, tx)
+    h = helper.Helper(forked.Child(child.pid), rx, tx)
     t0 = time.monotonic()
     h.close()
     h.close()
@@ -220,7 +221,7 @@ def test_an_answer_of_another_shape_is_given_up_and_read_here(answer: Any):
     rx, tx = os.pipe()
     to_helper_r, to_helper_w = os.pipe()
     helper.send(tx, answer, None)
-    h = helper.Helper(-1, rx, to_helper_w)  # no process: the pipes are the test's
+    h = helper.Helper(None, rx, to_helper_w)  # no process: the pipes are the test's
     read: list[int] = []
     assert h.inventory(lambda: read.append(1) or {"host": {"hostname": "here"}}) == \
         {"host": {"hostname": "here"}}
@@ -236,7 +237,7 @@ def test_a_render_answer_of_another_shape_is_rendered_here(tmp_path: Path):
     rx, tx = os.pipe()
     to_helper_r, to_helper_w = os.pipe()
     helper.send(tx, ("rendered", {"report.html": 7}), None)  # not text
-    h = helper.Helper(-1, rx, to_helper_w)
+    h = helper.Helper(None, rx, to_helper_w)
     rec = RunRecord("r1", "n1", {"name": "s"}, {"name": "p"}, "2026-12-05T00:00:00Z",
                     "2026-12-05T00:00:01Z", 1.0, {"host": {"hostname": "n1"}}, (), "0.1.0")
     record, texts = h.render(rec, tmp_path)
