@@ -4,6 +4,7 @@ click and the commands load, and is handed to the run once; other commands begin
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -147,6 +148,7 @@ def test_the_collector_is_off_from_the_start_until_the_run_begins(monkeypatch: p
         early.look()
     finally:
         early.resume_gc()
+        gc.unfreeze()  # resume_gc froze this test process's objects
     assert gc.isenabled()
     gc.disable()  # a caller's own choice stands: begin() leaves the collector as it found it
     try:
@@ -158,10 +160,21 @@ def test_the_collector_is_off_from_the_start_until_the_run_begins(monkeypatch: p
         early.look()
 
 
+def test_what_start_up_made_is_frozen_not_walked_when_the_collector_resumes():
+    """Turned on over the objects made while it was off, the collector's next allocation would
+    start a pass over all of them: they are frozen first (a fresh interpreter: pytest's own
+    objects would blur the count)."""
+    probe = ("import gc\nfrom harness.run import early\nearly.begin(helper=False)\n"
+             "made = [[i] for i in range(50_000)]\nearly.resume_gc()\n"
+             "print(gc.isenabled(), gc.get_count()[0], gc.get_freeze_count() >= 50_000)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "HARNESS_CONTENTION": "record"})
+    enabled, young, frozen = out.stdout.split()
+    assert (enabled, frozen) == ("True", "True") and int(young) < 700, out.stderr  # 700: gen0's threshold
+
+
 def _copy_proc(root: Path) -> None:
     """This process's /proc as a snapshot reads it, and /sys/block, copied under `root`: static."""
-    import os
-
     pid = os.getpid()
     names = ["stat", "pressure/cpu", "pressure/io", "pressure/memory", "diskstats", "meminfo", f"{pid}/io"]
     names += [f"{pid}/task/{t}/{f}" for t in os.listdir(f"/proc/{pid}/task") for f in ("stat", "children")]
