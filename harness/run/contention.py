@@ -7,8 +7,9 @@ and memory, other processes' I/O on the disk a storage check measures (all its I
 own processes'; every physical disk when the target is not one disk), memory left available, and
 other processes on the GPUs. Before the check it reads FIRST_LOOK_S and stops there when every
 reading is calm (far below its limit), else the whole WINDOW_S (the run's first check's first window
-starts as the run does, first_look(): the run's preparation fills it instead of a sleep; it stands
-only when calm and at most WINDOW_S old, else the check's window is read afresh); it waits, bounded
+starts as the run does, first_look(): it is read when the run's preparation ends, at least
+START_LOOK_S after the start, so it costs the run no sleep; it stands only when calm and at most
+WINDOW_S old, else the check's window is read afresh); it waits, bounded
 (`contention.timeout`, like the settle gate), while the node is contended; still contended,
 the check is ERRORED "contended: ..." and does not run. During the check it samples every
 WINDOW_S (other GPU processes too); a measurement contended for at least DURING_SHARE of its
@@ -49,6 +50,10 @@ RECORD_WINDOW_S = 0.25  # record mode reads a shorter window: it refuses nothing
 # clock ticks a CPU for steal, and 2.5 MB of others' I/O at the calm mark; the checks' own windows
 # go on reading all the while (during()).
 FIRST_LOOK_S = 0.2
+# The run's first look, from its start (first_look()), is as long as the run's preparation and at
+# least this: 10 clock ticks a CPU for steal (on two CPUs one tick is not calm: the whole window is
+# read then), and 1.25 MB of others' I/O at the calm mark.
+START_LOOK_S = 0.1
 CALM = 0.25
 DURING_SHARE = 0.5
 STORAGE_KINDS = frozenset({"fio", "data_path"})
@@ -231,11 +236,11 @@ class Gate:
     def _from_start(self, wanted: frozenset[str], disks: frozenset[str] | None, lim: Limits,
                     start: Snapshot) -> tuple[dict[str, Any], list[str], float] | None:
         """The first window read from `start` (taken as the run started: the harness prepared the
-        run in it), sleeping only what is left of the first look; None unless calm. The harness's
+        run in it), as long as that took and at least START_LOOK_S; None unless calm. The harness's
         own load can make it less calm (PSI counts every task's waits), never calmer (its own
         runnable tasks and I/O are left out), so a window that is not is read afresh."""
         a = on_disks(start, disks)
-        self._sleep_to(a, min(FIRST_LOOK_S, self.window_s))
+        self._sleep_to(a, min(START_LOOK_S, self.window_s))
         b = snapshot(self.fs, self.clock, disks)
         load = window(a, b)
         if not calm(load, wanted, lim):

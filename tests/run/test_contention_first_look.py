@@ -1,6 +1,6 @@
 """The contention gate's first look begins as the run does (nodeload.first_look): the run's own
 preparation takes the place of the sleep, the window still ends right before the check, is never
-shorter than FIRST_LOOK_S, never judged when older than one window, and the harness's own runnable
+shorter than START_LOOK_S, never judged when older than one window, and the harness's own runnable
 tasks and I/O in it are not competing load. Scripted clock and /proc trees, as test_contention."""
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ def gate_from(tmp_path: Path, tree: Tree, clock: list[float], prepare_s: float, 
 
 
 @pytest.mark.parametrize(("prepare_s", "asked", "window_s"), [
-    (0.1, [cn.FIRST_LOOK_S - 0.1], cn.FIRST_LOOK_S),  # the rest of the first look is slept
-    (0.4, [], 0.4),  # preparation longer than the first look: no sleep, the window as long as it was
+    (0.04, [cn.START_LOOK_S - 0.04], cn.START_LOOK_S),  # the rest of the shortest look is slept
+    (0.15, [], 0.15),  # preparation longer: no sleep, the window as long as it was (the look of a
+    (0.4, [], 0.4),  # check's fresh window, FIRST_LOOK_S, is not waited for)
 ])
 def test_the_run_s_preparation_fills_the_first_look(tmp_path, prepare_s, asked, window_s):
     tree, clock = Tree(tmp_path), [0.0]
