@@ -14,10 +14,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def harness(*args: str, cwd: Path | None = None, timeout: float = 180,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+            env: dict[str, str] | None = None, clear: bool = False) -> subprocess.CompletedProcess[str]:
+    """`python -m harness ARGS`, its environment ours updated by `env` (only `env` with clear)."""
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd or ROOT, text=True,
                           capture_output=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+                          env=dict(env or {}) if clear else {**os.environ, **(env or {})})
 
 
 def run_dirs(output: Path) -> list[Path]:
