@@ -168,6 +168,8 @@ class Change:
 def changes(old: NodeIdentity, new: NodeIdentity) -> list[Change]:
     """What changed from `old` to `new`, GPU swaps named by index with both serials."""
     out: list[Change] = []
+    if old is new:  # runs of one identity share one object (history.rows)
+        return out
     if old.hostname != new.hostname:
         out.append(Change("renamed", f"hostname {old.hostname} → {new.hostname}",
                           (old.hostname,), (new.hostname,)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from harness.history.identity import GpuPart, NodeIdentity
@@ -80,6 +81,13 @@ def tags(v: object) -> tuple[str, ...]:
 
 def identity(v: object) -> NodeIdentity:
     """The node identity a run recorded (identity.to_dict as JSON), every field type-checked."""
+    return _identity(text(v, "identity"))
+
+
+@lru_cache(maxsize=64)
+def _identity(v: str) -> NodeIdentity:
+    """identity() of one text: a node's runs mostly repeat theirs, so each is read once (a
+    NodeIdentity is frozen, and its software a read-only Mapping)."""
     d = _json(v, "identity")
     if not isinstance(d, Mapping):
         raise BadRow(f"identity is {_show(v)}, not an object")

@@ -97,6 +97,8 @@ def json_objects(text: str) -> Iterator[dict[str, Any]]:
 
 def check_json_depth(text: str) -> None:
     """ValueError when the JSON in `text` nests deeper than MAX_JSON_DEPTH (json would recurse)."""
+    if text.count("{") + text.count("[") <= MAX_JSON_DEPTH:  # too few to nest deeper: no walk
+        return
     depth = deepest = 0
     for m in _JSON_MARK.finditer(_JSON_STRING.sub('""', text)):
         depth += 1 if m.group() in "{[" else -1 if m.group() in "}]" else 0
