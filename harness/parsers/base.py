@@ -113,6 +113,29 @@ def json_document(text: str) -> Any:
     return json.loads(text)
 
 
+INT_DIGITS = 20  # any 64-bit counter; int() refuses past 4,300 digits, float() of one past 308
+
+
+def integer(tok: str, digits: int = INT_DIGITS) -> Optional[int]:
+    """The token as an int: ASCII digits (after a minus sign), at most `digits` of them; else None."""
+    t = tok.strip()
+    body = t[1:] if t[:1] == "-" else t
+    if not (0 < len(body) <= digits and body.isascii() and body.isdigit()):
+        return None
+    return int(t)
+
+
+def number(value: Any) -> Optional[float]:
+    """A JSON value as a finite float; None for a bool, text, NaN, inf or an int past any float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        v = float(value)
+    except OverflowError:
+        return None
+    return v if math.isfinite(v) else None
+
+
 def finite(tok: str) -> Optional[float]:
     """The token as a finite float; None for N/A, nan, inf or anything that is not a number."""
     try:

@@ -21,10 +21,10 @@ import re
 from typing import Optional
 
 from harness.model import Metric
-from harness.parsers.base import ParseResult, finite, invalid
+from harness.parsers.base import ParseResult, finite, integer, invalid
 from harness.units import COUNT, GBPS, US
 
-_SECTION = re.compile(r"^(Host to Device|Device to Host|Device to Device) Bandwidth,\s*(\d+)\s+Device")
+_SECTION = re.compile(r"^(Host to Device|Device to Host|Device to Device) Bandwidth,\s*(\d{1,9})\s+Device")
 _MEMORY = re.compile(r"^(PINNED|PAGEABLE) Memory Transfers")
 _UNIT = re.compile(r"Transfer Size \(Bytes\)\s+Bandwidth\((GB/s|MB/s)\)")
 _RESULT = re.compile(r"^Result\s*=\s*(\w+)")
@@ -91,7 +91,7 @@ def _bandwidth_metric(section: dict[str, str | int], devices: dict[str, str], si
 _MATRIX = re.compile(r"^(Unidirectional|Bidirectional) P2P=(Enabled|Disabled) Bandwidth")
 _LATENCY = re.compile(r"^P2P=(Enabled|Disabled) Latency")
 _CONNECTIVITY = re.compile(r"^P2P Connectivity Matrix")
-_HEAD = re.compile(r"^(D\\D|GPU|CPU)((?:\s+\d+)+)\s*$")
+_HEAD = re.compile(r"^(D\\D|GPU|CPU)((?:\s+\d{1,9})+)\s*$")
 
 
 def parse_p2p(text: str) -> ParseResult:
@@ -122,7 +122,7 @@ def parse_p2p(text: str) -> ParseResult:
             if kind[0] == "gpu.p2p_lat":
                 labels["side"] = m.group(1).lower()
             matrices.append((kind[0], labels, len(columns), 0))
-        elif kind is not None and columns and s and s.split()[0].isdecimal():
+        elif kind is not None and columns and s and integer(s.split()[0], 9) is not None:
             toks = s.split()
             cells = [finite(t) for t in toks[1:]]
             name, labels, ncols, nrows = matrices[-1]

@@ -7,14 +7,13 @@ zero-filled, when fio recorded no completion-latency samples (gtod_reduce, N == 
 
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Optional
 
 from harness.model import Metric
-from harness.parsers.base import ParseResult, invalid, json_objects
+from harness.parsers.base import ParseResult, invalid, json_objects, number
 from harness.units import GBPS, IOPS, US, to_gbps, to_us
 
 KIND = "fio"
@@ -90,10 +89,9 @@ def _name(job: Mapping[str, Any], index: int) -> str:
 
 
 def _num(value: Any) -> float:
-    """A finite number from a JSON value, else 0."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return 0.0
-    return float(value) if math.isfinite(value) else 0.0
+    """A finite number from a JSON value, else 0 (base.number)."""
+    v = number(value)
+    return 0.0 if v is None else v
 
 
 def _did_io(block: Mapping[str, Any]) -> bool:

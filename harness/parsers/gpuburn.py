@@ -23,13 +23,13 @@ from harness.parsers.base import ParseResult, invalid
 from harness.units import CELSIUS, COUNT, TFLOPS
 
 KIND = "gpu-burn"
-_CALC = re.compile(r"(?<![\d-])(-?\d+)\s*\(\s*(-?[\d.]+|-?nan|-?inf)\s*Gflop/s\s*\)", re.IGNORECASE)
-_ERR = re.compile(r"(-?\d+)\s*(\((?:WARNING|DIED)!\))?")
+_CALC = re.compile(r"(?<![\d-])(-?\d{1,19})\s*\(\s*(-?[\d.]+|-?nan|-?inf)\s*Gflop/s\s*\)", re.IGNORECASE)
+_ERR = re.compile(r"(?<!\d)(-?\d{1,19})(?!\d)\s*(\((?:WARNING|DIED)!\))?")
 _TEMP_SEP = re.compile(r"(?<!\s)\s+-\s+")
-_TEMP = re.compile(r"^(-?\d+)\s*C$")
+_TEMP = re.compile(r"^(-?\d{1,4})\s*C$")
 _LISTED = re.compile(r"^GPU (\d{1,9}): (.+?) \(UUID: ([^)]*)\)")
-_TESTED = re.compile(r"Tested (\d+) GPUs:")
-_VERDICT = re.compile(r"GPU (\d+): (OK|FAULTY)\b")
+_TESTED = re.compile(r"Tested (\d{1,9}) GPUs:")
+_VERDICT = re.compile(r"GPU (\d{1,9}): (OK|FAULTY)\b")
 _FATAL = (
     (re.compile(r"No clients are alive!"), "every GPU process died (\"No clients are alive!  Aborting\")"),
     (re.compile(r"terminate called after throwing[^\n]*"), None),

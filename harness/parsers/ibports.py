@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from harness.model import Metric
-from harness.parsers.base import ParseResult, invalid
+from harness.parsers.base import ParseResult, integer, invalid
 from harness.units import BYTES, COUNT, GBPS, to_gbps
 
 _CA = re.compile(r"^CA\s+'([^']+)'\s*$")
-_IBSTAT_PORT = re.compile(r"^Port\s+(\d+):\s*$")
+_IBSTAT_PORT = re.compile(r"^Port\s+(\d{1,9}):\s*$")
 _HCA = re.compile(r"^hca_id:\s*(\S+)")
-_DEVINFO_PORT = re.compile(r"^port:\s*(\d+)\s*$")
+_DEVINFO_PORT = re.compile(r"^port:\s*(\d{1,9})\s*$")
 _IBSTAT_ERRORS = re.compile(r"^ibpanic:|^ibwarn:|Failed|No such file|not found|No IB devices",
                             re.IGNORECASE)
 _DEVINFO_ERRORS = re.compile(r"Failed|No IB devices|not found|No such|error", re.IGNORECASE)
@@ -45,8 +45,8 @@ def port_metrics(device: str, port: str, info: dict[str, str]) -> list[Metric]:
                 out.append(Metric("ib.rate", gbps, GBPS, labels))
         except ValueError:
             pass
-    mtu = info.get("active_mtu", "").split(" ")[0]
-    if mtu.isdecimal():
+    mtu = integer(info.get("active_mtu", "").split(" ")[0])
+    if mtu is not None and mtu >= 0:
         out.append(Metric("ib.active_mtu", float(mtu), BYTES, labels))
     return out
 

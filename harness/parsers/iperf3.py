@@ -15,24 +15,17 @@ counted no bytes make the run invalid.
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any, Optional
 
 from harness.model import Metric
-from harness.parsers.base import ParseResult, invalid, json_objects
+from harness.parsers.base import ParseResult, invalid, json_objects, number
 from harness.units import COUNT, GBPS, PERCENT, US
 
 KIND = "iperf3"
 NOT_IPERF3 = "not iperf3 JSON output (run iperf3 with -J)"
 _ERROR_LINE = re.compile(r"^iperf3:\s*(error\b.*)$", re.MULTILINE)
 _ERROR_KEY = re.compile(r'"error"\s*:\s*"((?:[^"\\]|\\.)*)"')
-
-
-def _num(x: Any) -> Optional[float]:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        return None
-    return float(x) if math.isfinite(x) else None
 
 
 def _from_stream(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -88,13 +81,13 @@ def _tcp(end: dict[str, Any], direction: str, problems: list[str]) -> list[Metri
     out: list[Metric] = []
     for side, key in (("sender", "sum_sent"), ("receiver", "sum_received")):
         s = _sum(end, key)
-        bps = _num(s.get("bits_per_second"))
+        bps = number(s.get("bits_per_second"))
         if bps is None:
             continue
         out.append(Metric("net.tcp_bw", bps / 8e9, GBPS, {"side": side, "direction": direction}))
-        if side == "receiver" and _num(s.get("bytes")) == 0:
+        if side == "receiver" and number(s.get("bytes")) == 0:
             problems.append("the receiver counted 0 bytes: nothing was measured (test too short?)")
-        retrans = _num(s.get("retransmits"))
+        retrans = number(s.get("retransmits"))
         if side == "sender" and retrans is not None:
             out.append(Metric("net.tcp_retransmits", retrans, COUNT, {"direction": direction}))
     if out and not _sum(end, "sum_received"):
@@ -106,14 +99,14 @@ def _udp(end: dict[str, Any], direction: str, problems: list[str]) -> list[Metri
     s = _sum(end, "sum") or _sum(end, "sum_received")
     labels = {"direction": direction}
     out: list[Metric] = []
-    bps, lost, jitter = (_num(s.get(k)) for k in ("bits_per_second", "lost_percent", "jitter_ms"))
+    bps, lost, jitter = (number(s.get(k)) for k in ("bits_per_second", "lost_percent", "jitter_ms"))
     if bps is not None:
         out.append(Metric("net.udp_bw", bps / 8e9, GBPS, labels))
     if lost is not None:
         out.append(Metric("net.udp_loss", lost, PERCENT, labels))
     if jitter is not None:
         out.append(Metric("net.udp_jitter", jitter * 1000.0, US, labels))
-    if out and _num(s.get("packets")) == 0:
+    if out and number(s.get("packets")) == 0:
         problems.append("no UDP packet arrived")
     return out
 
@@ -127,6 +120,6 @@ def _details(doc: dict[str, Any], start: dict[str, Any], test: dict[str, Any],
            "streams": test.get("num_streams"), "duration": test.get("duration"), "omit": test.get("omit"),
            "bytes": test.get("bytes") or None, "reverse": bool(test.get("reverse")),
            "remote": first.get("remote_host"), "port": first.get("remote_port"),
-           "cpu_host_pct": _num(cpu.get("host_total")), "cpu_remote_pct": _num(cpu.get("remote_total")),
+           "cpu_host_pct": number(cpu.get("host_total")), "cpu_remote_pct": number(cpu.get("remote_total")),
            "congestion": end.get("sender_tcp_congestion"), "intervals": len(doc.get("intervals") or [])}
     return {k: v for k, v in out.items() if v is not None}

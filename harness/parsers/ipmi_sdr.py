@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from harness.model import BmcReading, PsuReading
+from harness.parsers.base import integer
 from harness.parsers.bmcread import all_or_none, label_order, psu_number
 
 STATUS_WORDS = frozenset({"ok", "ns", "nc", "cr", "nr", "na", "lnr", "lcr", "lnc", "unc", "ucr", "unr"})
@@ -267,8 +268,9 @@ def _psu_of(row: SensorRow) -> Optional[str]:
     if n is not None:
         return f"PSU{n}"
     entity_id, _, instance = row.entity.partition(".")
-    if entity_id == "10" and instance.isdecimal() and (row.unit in ("", "discrete", "Watts")):
-        return f"PSU{int(instance)}"
+    if entity_id == "10" and (n := integer(instance, 9)) is not None and n >= 0 \
+            and row.unit in ("", "discrete", "Watts"):
+        return f"PSU{n}"
     return None
 
 

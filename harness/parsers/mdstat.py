@@ -23,9 +23,9 @@ KIND = "mdstat"
 NOT_MDSTAT = "not /proc/mdstat text (no 'Personalities' line and no md array)"
 _HEADER = re.compile(r"^(md[\w/.-]*)\s*:\s*(active|inactive)\b(.*)$")
 _LEVEL = re.compile(r"^(raid\d+|linear|multipath|faulty|container)$")
-_MEMBER = re.compile(r"^([\w/.-]+)\[(\d+)\]((?:\([A-Z]\))*)$")
-_STATUS = re.compile(r"\[(\d+)/(\d+)\]\s*\[([U_]+)\]")
-_PROGRESS = re.compile(r"\b(recovery|resync|reshape|check|repair)\s*=\s*(\d+(?:\.\d+)?)%")
+_MEMBER = re.compile(r"^([\w/.-]+)\[(\d{1,9})\]((?:\([A-Z]\))*)$")
+_STATUS = re.compile(r"\[(\d{1,9})/(\d{1,9})\]\s*\[([U_]+)\]")
+_PROGRESS = re.compile(r"\b(recovery|resync|reshape|check|repair)\s*=\s*(\d{1,3}(?:\.\d{1,9})?)%")
 _WAITING = re.compile(r"\b(recovery|resync|reshape|check|repair)\s*=\s*(DELAYED|PENDING)\b")
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from harness.model import Metric
-from harness.parsers.base import ParseResult, invalid
+from harness.parsers.base import ParseResult, integer, invalid
 from harness.units import GBPS, US, to_us
 
 KIND = "nvbandwidth"
@@ -81,11 +81,12 @@ def parse(text: str) -> ParseResult:
                     mat.closed = True
                 continue
             toks = s.split()
-            if not mat.columns and all(t.isdecimal() for t in toks):
-                mat.columns = [int(t) for t in toks]
+            ids = [integer(t, 9) for t in toks]  # a GPU index of 10 digits is not one
+            if not mat.columns and all(i is not None and i >= 0 for i in ids):
+                mat.columns = [i for i in ids if i is not None]
                 continue
-            if mat.columns and toks[0].isdecimal():
-                mat.rows.append((int(toks[0]), [_cell(t) for t in toks[1:]]))
+            if mat.columns and ids[0] is not None and ids[0] >= 0:
+                mat.rows.append((ids[0], [_cell(t) for t in toks[1:]]))
                 continue
             mat.closed = True  # anything else ends the matrix; fall through to read the line
         if not s:

@@ -15,7 +15,7 @@ import re
 
 from harness.model import Metric
 from harness.parsers import clockreasons
-from harness.parsers.base import ParseResult, invalid
+from harness.parsers.base import ParseResult, integer, invalid
 from harness.units import CELSIUS, COUNT, MHZ, PERCENT, WATT
 
 KIND = "nvidia-smi-csv"
@@ -61,7 +61,8 @@ def parse(text: str) -> ParseResult:
             problems.append(f"row {n}: {len(row)} fields for {len(header)} columns")
             continue
         cells = dict(zip(header, (c.strip() for c in row), strict=True))
-        gpu = int(cells["index"]) if cells.get("index", "").isdecimal() else n - 1
+        index = integer(cells.get("index", ""), 9)
+        gpu = index if index is not None and index >= 0 else n - 1  # as a GPU with no index column
         if cells.get("name"):
             names[gpu] = cells["name"]
         metrics.extend(_row_metrics(cells, gpu))

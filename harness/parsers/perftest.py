@@ -18,7 +18,7 @@ import re
 from typing import Optional
 
 from harness.model import Metric
-from harness.parsers.base import ParseResult, finite, invalid
+from harness.parsers.base import ParseResult, finite, integer, invalid
 from harness.units import GBPS, US, to_gbps
 
 KIND = "perftest"
@@ -91,22 +91,23 @@ def _labels(name: Optional[str], fields: dict[str, str]) -> dict[str, str | int]
     labels: dict[str, str | int] = {"test": name or "unknown"}
     if fields.get("Device"):
         labels["device"] = fields["Device"]
-    qps = fields.get("Number of qps", "")
-    if qps.isdecimal():
-        labels["qps"] = int(qps)
+    qps = integer(fields.get("Number of qps", ""), 9)
+    if qps is not None and qps >= 0:
+        labels["qps"] = qps
     return labels
 
 
 def _row(line: str, bw_unit: Optional[str], lat_cols: list[str],
          labels: dict[str, str | int]) -> list[Metric]:
     toks = line.split()
-    if len(toks) < 3 or not toks[0].isdecimal() or not toks[1].isdecimal():
-        return []
+    size = integer(toks[0]) if len(toks) >= 3 else None
+    if size is None or size < 0 or integer(toks[1]) is None or toks[1].startswith("-"):
+        return []  # not a result row (a size or count of more than 20 digits is none)
     values = [finite(t) for t in toks[2:]]
     if any(v is None for v in values):
         return []
     nums = [v for v in values if v is not None]
-    lab = {**labels, "size": int(toks[0])}
+    lab = {**labels, "size": size}
     if bw_unit is not None:
         if len(nums) < 2:
             return []

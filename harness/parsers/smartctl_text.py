@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
+from harness.parsers.base import INT_DIGITS
+
 DATA_UNIT_BYTES = 512_000
 # NVMe SMART/Health log labels (whitespace collapsed, lower case) -> smartctl JSON key
 NVME_KEYS = {
@@ -123,16 +125,16 @@ def decimal_mark(text: str) -> Optional[str]:
 
 
 def integer(raw: str, mark: Optional[str] = None) -> Optional[float]:
-    """An integer written with any one thousands separator that is not the decimal mark `mark`."""
+    """An integer written with any one thousands separator that is not the decimal mark `mark`;
+    None past INT_DIGITS digits (or 16 hex digits): no counter is that long."""
     s = raw.strip()
-    if re.fullmatch(r"\d+", s):
-        return float(s)
-    if re.fullmatch(r"0x[0-9a-fA-F]+", s):
+    if re.fullmatch(r"0x[0-9a-fA-F]{1,16}", s):
         return float(int(s, 16))
+    digits = s if re.fullmatch(r"\d+", s) else None
     m = re.fullmatch(r"\d{1,3}(\D)\d{3}(?:\1\d{3})*", s)
     if m and m.group(1) in SEPARATORS and m.group(1) != mark:
-        return float(re.sub(r"\D", "", s))
-    return None
+        digits = re.sub(r"\D", "", s)
+    return float(digits) if digits is not None and len(digits) <= INT_DIGITS else None
 
 
 def _pairs(text: str) -> dict[str, str]:
@@ -182,7 +184,7 @@ def _agrees(value: float, shown: float) -> bool:
 
 def _first_int(raw: str) -> Optional[float]:
     """The raw value's leading number: `3956`, `23 (Min/Max 23/23)`, `12345h+07m+10.123s`."""
-    m = re.match(r"\d+", raw)
+    m = re.match(rf"\d{{1,{INT_DIGITS}}}(?!\d)", raw)
     return float(m.group(0)) if m else None
 
 
@@ -202,10 +204,10 @@ def _temperature(rows: list[dict[str, str]], pairs: dict[str, str]) -> Optional[
     for attr in (194, 190):
         if attr in by_id and (t := _first_int(by_id[attr])) is not None:
             return t
-    m = re.match(r"(-?\d+)\s*Celsius", pairs.get("current temperature", ""))
+    m = re.match(r"(-?\d{1,4})\s*Celsius", pairs.get("current temperature", ""))
     if m:
         return float(m.group(1))
-    m = re.match(r"(-?\d+)\s*C\b", pairs.get("current drive temperature", ""))
+    m = re.match(r"(-?\d{1,4})\s*C\b", pairs.get("current drive temperature", ""))
     return float(m.group(1)) if m else None
 
 

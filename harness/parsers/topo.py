@@ -23,7 +23,7 @@ from harness.units import COUNT
 
 KIND = "nvidia-smi-topo"
 RANK = {"PIX": 1, "PXB": 2, "PHB": 3, "NODE": 4, "SYS": 5, "SOC": 5}  # SOC: old drivers' SYS
-_PATH = re.compile(r"^(X|PIX|PXB|PHB|NODE|SYS|NV\d+|SOC)$")
+_PATH = re.compile(r"^(X|PIX|PXB|PHB|NODE|SYS|NV\d{1,4}|SOC)$")
 _AFFINITY = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 _NIC_LEGEND = re.compile(r"^\s*(NIC\d+):\s*(\S+)\s*$")
 

@@ -28,10 +28,10 @@ from harness.units import COUNT
 
 KIND = "xid"
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?"
-                  r"(?:\s+GPU-I:(\d+))?(?:\s+GPU-CI:(\d+))?\):\s*(\d+)\s*,?\s*(.*)$")
+                  r"(?:\s+GPU-I:(\d{1,9}))?(?:\s+GPU-CI:(\d{1,9}))?\):\s*(\d{1,9})(?!\d)\s*,?\s*(.*)$")
 # Xid 154: "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)" (or "changed to ...")
 _RECOVERY = re.compile(r"GPU recovery action changed (?:from 0x[0-9A-Fa-f]+ \([^)]*\) )?to "
-                       r"(0x[0-9A-Fa-f]+)\s*\(([^)]*)\)")
+                       r"(0x[0-9A-Fa-f]{1,16})\s*\(([^)]*)\)")
 RECOVERY_XID = 154
 _GPU_AT = re.compile(r"NVRM: GPU at PCI:([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}):"
                      r"\s*(GPU-[0-9a-fA-F-]+)")
@@ -44,7 +44,7 @@ FAULTS = (  # (fault, pattern matched at the start of one NVRM message, joined o
     ("fallen_off_bus", re.compile(r"GPU (?:at PCI:)?" + _BUS + r": GPU has fallen off the bus")),
     ("init_failed", re.compile(r"GPU (?:at PCI:)?" + _BUS + r": RmInitAdapter failed")),
     ("unavailable", re.compile(r"GPU (?:at PCI:)?" + _BUS + r":.{0,80}?currently unavailable")),
-    ("probe_failed", re.compile(r"The NVIDIA probe routine failed for (\d+) device")),
+    ("probe_failed", re.compile(r"The NVIDIA probe routine failed for (\d{1,9}) device")),
 )
 UNKNOWN_PCI = "unknown"
 MAX_EVENTS = 200
