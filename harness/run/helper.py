@@ -38,6 +38,7 @@ INVENTORY_TIMEOUT_S = 120.0  # NVML's start alone can take seconds on a GPU node
 RENDER_TIMEOUT_S = 300.0
 SEND_TIMEOUT_S = 30.0
 EXIT_WAIT_S = 0.5  # at close, for a helper still busy; then it is killed
+NICE = 10  # the helper's work waits for the run's where the two share a CPU
 MAX_FRAME = 1 << 30
 _HEADER = 8
 
@@ -230,6 +231,10 @@ def serve(rx: int, tx: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is the run's to handle
     os.umask(os.umask(0o022) | 0o022)  # as the run's own (session._launch): nothing group- or world-writable
     gc.enable()  # run.early turned it off for the run's start; this process goes on for the run's length
+    try:
+        os.nice(NICE)
+    except OSError:
+        pass
     from harness.platform import sysinfo  # start-up: the helper loads what it does, the run does not
 
     try:

@@ -139,6 +139,17 @@ def test_other_commands_and_a_run_that_stops_early_leave_no_helper(tmp_path: Pat
         assert len(got["pids"]) == 1 and got["gone"] == [True], (argv, got)
 
 
+def test_the_helper_yields_the_cpu_to_the_run():
+    """Its work (the inventory, the renderers' imports) overlaps the run's own start: where the two
+    share a CPU, the run's goes first (a fresh interpreter: forked as the console entry forks it)."""
+    probe = ("import os\nfrom harness.run import helper\nh = helper.fork()\n"
+             "h.inventory(lambda: {})\n"
+             "stat = open(f'/proc/{h.child.pid}/stat').read().rsplit(')', 1)[1].split()\n"
+             "print(int(stat[16]) - os.nice(0), h.failed or 'alive')\nh.close()\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.stdout.split() == [str(helper.NICE), "alive"], out.stderr
+
+
 def test_no_helper_is_forked_beside_another_thread():
     stop = threading.Event()
     t = threading.Thread(target=stop.wait, daemon=True)
