@@ -103,6 +103,7 @@ class Reports(Protocol):
 
     def prepare(self, output: Path) -> None: ...
     def render(self, record: RunRecord, run_dir: Path) -> tuple[RunRecord, dict[str, str]]: ...
+    def release(self) -> None: ...  # nothing more will be asked: a render after it is done here
 
 
 class InProcess:
@@ -118,6 +119,9 @@ class InProcess:
     def render(self, record: RunRecord, run_dir: Path) -> tuple[RunRecord, dict[str, str]]:
         return render(record, run_dir)
 
+    def release(self) -> None:
+        pass
+
 
 def finish(record: RunRecord, run_dir: Path, history: History | None,
            reports: Reports | None = None) -> RunRecord:
@@ -128,6 +132,7 @@ def finish(record: RunRecord, run_dir: Path, history: History | None,
         if history is not None:
             record = _guarded(record, "reading history", history.annotate)
         record, texts = reports.render(record, run_dir)
+        reports.release()  # a run's helper ends while the record is kept and written
         if history is not None:
             kept = record
 

@@ -153,9 +153,14 @@ class Helper:
         self.failed = why
         self.close()
 
-    def close(self) -> None:
-        """End the helper: close the pipes (it exits at EOF), kill it if it is still busy after
-        EXIT_WAIT_S, and reap it. Safe to call more than once."""
+    def release(self) -> None:
+        """Nothing more will be asked of it: its pipes are closed now, so it exits (at EOF) while
+        the run writes its outputs; close() then reaps it. A later render is done in-process."""
+        self._close_pipes()
+        if not self.failed:
+            self.failed = "released"
+
+    def _close_pipes(self) -> None:
         for fd in (self._rx, self._tx):
             if fd >= 0:
                 try:
@@ -163,6 +168,11 @@ class Helper:
                 except OSError:
                     pass
         self._rx = self._tx = -1
+
+    def close(self) -> None:
+        """End the helper: close the pipes (it exits at EOF), kill it if it is still busy after
+        EXIT_WAIT_S, and reap it. Safe to call more than once."""
+        self._close_pipes()
         if self.child is not None:
             self.child.end(EXIT_WAIT_S)
             self.child = None

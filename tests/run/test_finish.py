@@ -214,7 +214,8 @@ def test_the_light_names_of_the_reports_are_the_renderers_own():
 
 def test_a_run_renders_through_its_helper_and_closes_it(tmp_path: Path):
     """The session reads the inventory from its helper (run.helper), has it prepare and render the
-    reports, and closes it; a stand-in here records the calls (test_helper forks a real one)."""
+    reports, releases it as soon as the last render is back (it ends while the run writes), and
+    closes it; a stand-in here records the calls (test_helper forks a real one)."""
     seen: list[str] = []
 
     class StandIn(finish.InProcess):
@@ -230,11 +231,14 @@ def test_a_run_renders_through_its_helper_and_closes_it(tmp_path: Path):
             seen.append("render")
             return super().render(record, run_dir)
 
+        def release(self) -> None:
+            seen.append("release")
+
         def close(self) -> None:
             seen.append("close")
 
     (tmp_path / "s.yaml").write_text(TWO)
     done = app.execute(suite=str(tmp_path / "s.yaml"), profile="generic", output=tmp_path / "reports",
                        argv=("harness",), history="off", helper=StandIn())  # type: ignore[arg-type]
-    assert done.code == 0 and seen == ["inventory", "prepare reports", "render", "close"]
+    assert done.code == 0 and seen == ["inventory", "prepare reports", "render", "release", "close"]
     assert done.run_dir is not None and (done.run_dir / HTML_NAME).is_file()

@@ -150,6 +150,34 @@ def test_the_helper_yields_the_cpu_to_the_run():
     assert out.stdout.split() == [str(helper.NICE), "alive"], out.stderr
 
 
+def test_a_released_helper_ends_by_itself_and_what_comes_later_is_done_here(monkeypatch: pytest.MonkeyPatch):
+    """release() (the last render is back) closes its pipes: it exits on its own while the run
+    writes, with no signal, and close() only reaps it; a render after it is done in-process."""
+    probe = ("import os, time\nfrom harness.run import helper\nh = helper.fork()\n"
+             "h.inventory(lambda: {})\nh.release()\nstate, end = '', time.monotonic() + 30\n"
+             "while state != 'Z' and time.monotonic() < end:\n"
+             "    state = open(f'/proc/{h.child.pid}/stat').read().rsplit(')', 1)[1].split()[0]\n"
+             "    time.sleep(0.01)\n"
+             "pid = h.child.pid\nt0 = time.monotonic()\nh.close()\n"
+             "print(state, h.failed, time.monotonic() - t0 < 0.1, os.path.exists(f'/proc/{pid}'))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.stdout.split() == ["Z", "released", "True", "False"], out.stderr
+    rx, tx = os.pipe()
+    h = helper.Helper(None, rx, tx)
+    h.release()
+    here: list[str] = []
+
+    class Here:
+        def render(self, record: Any, run_dir: Path) -> Any:
+            here.append("here")
+            return record, {}
+
+    monkeypatch.setattr(helper.Helper, "_here", staticmethod(lambda: Here()))
+    assert h.render("record", Path("run")) == ("record", {}) and here == ["here"]  # type: ignore[arg-type]
+    with pytest.raises(OSError):
+        os.fstat(rx)  # its pipes are closed
+
+
 def test_no_helper_is_forked_beside_another_thread():
     stop = threading.Event()
     t = threading.Thread(target=stop.wait, daemon=True)
