@@ -125,11 +125,19 @@ def test_a_full_dev_shm_is_named(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_iperf3_through_a_shaped_veth_is_network_bound(tmp_path: Path) -> None:
+    """The client's own log says whether traffic flowed: a client that could not connect (the
+    server not up yet on a loaded machine: seen in full CI runs) is the scenario failing, not the
+    observer, and the scenario is set up once more; any other verdict fails with the evidence."""
     repro.need("iperf3", "ip", "tc")
-    with repro.netns_pair("20mbit") as (a, b, addr), repro.iperf3_server(b):
-        doc = observe(tmp_path, "network", "--duration", "4", "--",
-                      "ip", "netns", "exec", a, "iperf3", "-c", addr, "-t", "10")
-    assert doc["primary"] == "network", doc["verdict"]
+    for attempt in range(2):
+        log = tmp_path / f"client{attempt}.log"
+        with repro.netns_pair("20mbit") as (a, b, addr), repro.iperf3_server(b):
+            doc = observe(tmp_path, f"network{attempt}", "--duration", "4", "--", "ip", "netns", "exec",
+                          a, "iperf3", "-c", addr, "-t", "10", "--logfile", str(log))
+        said = log.read_text(errors="replace") if log.exists() else ""
+        if doc["primary"] == "network" or "error" not in said:
+            break
+    assert doc["primary"] == "network", (doc["verdict"], doc["findings"], said[-600:])
     f = finding(doc, "network")
     assert f["devices"] == [f"obsva{os.getpid() % 10000}"]
     # the shaped link's evidence: its send queue, or (on a loaded machine) its retransmissions
