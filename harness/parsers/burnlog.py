@@ -16,7 +16,7 @@ from collections import Counter
 from typing import Any
 
 from harness.model import Metric
-from harness.parsers.base import ParseResult, invalid, json_document
+from harness.parsers.base import ParseResult, invalid, json_document, number
 from harness.units import COUNT, TFLOPS
 
 KIND = "builtin-burn"
@@ -97,9 +97,15 @@ def parse(text: str) -> ParseResult:
             metrics.append(Metric("gpu_burn.ok", 0.0, COUNT, {"gpu": d, "dtype": dtype}))
             continue
         lab: dict[str, str | int] = {"gpu": d, "dtype": dtype}
-        iterations, errors = int(r.get("iterations", 0)), int(r.get("errors", 0))
-        verified = int(r.get("verified", max(0, iterations - 1)))
-        mem_errors = int(r.get("mem_errors", 0))
+        read = [number(r.get(k, 0)) for k in ("iterations", "errors", "mem_errors", "tflops")]
+        if any(v is None for v in read) or not all(isinstance(r.get(k, 0), int)
+                                                   for k in ("iterations", "errors", "mem_errors")):
+            problems.append(f"GPU {d}: its result holds a count or rate that is not a finite number")
+            metrics.append(Metric("gpu_burn.ok", 0.0, COUNT, lab))
+            continue
+        iterations, errors, mem_errors = (int(r.get(k, 0)) for k in ("iterations", "errors", "mem_errors"))
+        tflops = number(r.get("tflops", 0.0)) or 0.0
+        verified = int(number(r.get("verified", max(0, iterations - 1))) or 0)
         if verified < 1:
             problems.append(f"GPU {d}: {iterations} multiply(ies), none verified: nothing was compared")
         if mem_errors:
@@ -112,7 +118,7 @@ def parse(text: str) -> ParseResult:
                     Metric("gpu_burn.iterations", float(iterations), COUNT, lab),
                     Metric("gpu_burn.errors", float(errors), COUNT, lab),
                     Metric("gpu_burn.mem_errors", float(mem_errors), COUNT, lab),
-                    Metric("gpu_burn.tflops", float(r.get("tflops", 0.0)), TFLOPS, lab)]
+                    Metric("gpu_burn.tflops", tflops, TFLOPS, lab)]
     details = {"backend": start.get("backend"), "dtype": dtype, "size": start.get("size"), "devices": devices,
                "pci_bus_ids": [results.get(d, {}).get("pci_bus_id") for d in devices],
                "faults": {str(d): why for d, why in sorted(faults.items())},

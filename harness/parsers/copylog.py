@@ -7,11 +7,10 @@ gpu.h2d_bw / gpu.d2h_bw {test, gpu} and gpu.p2p_bw {test, src, dst}, GB/s.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from harness.model import Metric
-from harness.parsers.base import ParseResult, invalid, json_objects
+from harness.parsers.base import ParseResult, invalid, json_objects, number
 from harness.parsers.nvbandwidth import cell_metric
 
 KIND = "builtin-copy"
@@ -39,13 +38,13 @@ def parse(text: str) -> ParseResult:
     metrics: list[Metric] = []
     for key in planned:
         r = results.get(key)
-        value = r.get("gbps") if r is not None else None
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        value = number(r.get("gbps")) if r is not None else None
+        if value is None:
             if r is not None or not any(p.startswith(f"{key[0]} {key[1]}->{key[2]}: ") for p in problems):
                 problems.append(f"{key[0]} {key[1]}->{key[2]}: no result")
             continue
         try:
-            metrics.append(cell_metric(key[0], None, key[1], key[2], float(value)))
+            metrics.append(cell_metric(key[0], None, key[1], key[2], value))
         except ValueError:
             problems.append(f"{key[0]}: unknown endpoints {key[1]}->{key[2]}")
     if not any(e["event"] == "done" for e in events):

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from harness.parsers.base import check_json_depth
+from harness.parsers.base import check_json_depth, finite, number
 
 _TOKEN = re.compile(r"""\.?([A-Za-z_][\w-]*)|\[(\d+)\]|\.?\*|\[\*\]|\["([^"]+)"\]""")
 
@@ -58,16 +58,9 @@ def walk(doc: Any, steps: list[str | int | None], trail: tuple[str, ...] = ()) -
 
 
 def _number(v: Any) -> float | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    if isinstance(v, str):
-        try:
-            return float(v.strip().replace(",", ""))
-        except ValueError:
-            return None
-    return None
+    """A finite number from a JSON value or a text ('1,234.5'); None for anything else (NaN,
+    inf, an int past any float, a bool)."""
+    return finite(v.strip().replace(",", "")) if isinstance(v, str) else number(v)
 
 
 def by_regex(text: str, pattern: re.Pattern[str]) -> list[tuple[dict[str, str], float | None, str]]:

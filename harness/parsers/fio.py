@@ -51,7 +51,8 @@ def parse(text: str) -> ParseResult:
             seen[name] += 1
         err = _num(job.get("error"))
         if err:  # its numbers are not a measurement: report the error, no metrics
-            problems.append(f"job {name}: error {int(err)} ({os.strerror(int(err))})")
+            known = os.strerror(int(err)) if abs(err) < 1 << 31 else "not an errno"
+            problems.append(f"job {name}: error {int(err)} ({known})")
             continue
         for rw in DIRECTIONS:
             block = job.get(rw)

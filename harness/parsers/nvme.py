@@ -137,7 +137,7 @@ def _text_fields(text: str) -> tuple[dict[str, Any], Optional[str]]:
         value = raw.strip()
         if name == "temperature":  # "42 C (315 Kelvin)"; keep Kelvin, as the JSON has it
             kelvin = re.search(r"\((\d+)\s*Kelvin\)", value)
-            celsius = re.match(r"(-?\d+)\s*C\b", value)
+            celsius = re.match(r"(-?\d{1,4})\s*C\b", value)  # more digits: no temperature (left as text)
             if kelvin:
                 value = kelvin.group(1)
             elif celsius:

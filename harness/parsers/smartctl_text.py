@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from harness.parsers.base import INT_DIGITS
+from harness.parsers.base import INT_DIGITS, finite
 
 DATA_UNIT_BYTES = 512_000
 # NVMe SMART/Health log labels (whitespace collapsed, lower case) -> smartctl JSON key
@@ -225,5 +225,5 @@ def _sata(text: str) -> Optional[tuple[float, float]]:
     m = _SATA.search(text)
     if not m:
         return None
-    top, now = (float(g.replace(",", ".")) for g in m.groups())
-    return top, now
+    top, now = (finite(g.replace(",", ".")) for g in m.groups())
+    return None if top is None or now is None else (top, now)  # "6.0.0 Gb/s": no link speed

@@ -68,3 +68,31 @@ def test_an_iperf3_byte_count_no_float_holds_is_not_a_reading():
     res = parsers()["iperf3"](json.dumps(doc))
     assert all(m.value < 1e308 for m in res.metrics)
     assert not any(m.name.endswith("received") and m.value > 1e300 for m in res.metrics)
+
+
+def test_a_fio_error_code_no_errno_holds_is_named_not_a_crash():
+    path = sorted((DATA / "fio").glob("*.json"))[0]
+    doc = json.loads(path.read_text()[path.read_text().index("{"):])
+    doc["jobs"][0]["error"] = 1e300
+    res = parsers()["fio"](json.dumps(doc))
+    assert not res.valid and any("(not an errno)" in p for p in res.problems), res.problems
+
+
+@pytest.mark.parametrize("value", [10**400, float("nan"), "nan", "1" + "0" * 400, True])
+def test_a_command_check_value_that_is_no_finite_number_is_none(value: object):
+    from harness.parsers import extract
+
+    doc = json.dumps({"r": value}, allow_nan=True)
+    assert extract.by_json_path(doc, "r")[0][1] is None
+    assert extract.by_regex(f"v={value}", __import__("re").compile(r"v=(?P<value>\S+)"))[0][1] is None
+
+
+@pytest.mark.parametrize(("field", "value"), [("tflops", float("nan")), ("iterations", 10**400),
+                                               ("errors", 1.5)])
+def test_a_builtin_burn_result_that_is_no_count_is_not_ok(field: str, value: object):
+    lines = [{"event": "start", "backend": "torch", "dtype": "bf16", "size": 64, "devices": [0]},
+             {"event": "result", "gpu": 0, "iterations": 9, "errors": 0, "verified": 8, "tflops": 1.0,
+              field: value}, {"event": "done"}]
+    res = parsers()["builtin-burn"]("\n".join(json.dumps(e) for e in lines))
+    assert [m.value for m in res.metrics if m.name == "gpu_burn.ok"] == [0.0]
+    assert any("not a finite number" in p for p in res.problems), res.problems
