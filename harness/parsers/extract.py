@@ -6,11 +6,12 @@ The JSON path language is closed: dotted keys, [N] indexes and `*` for every ite
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from harness.parsers.base import check_json_depth, finite, number
+from harness.parsers.base import check_json_depth
 
 _TOKEN = re.compile(r"""\.?([A-Za-z_][\w-]*)|\[(\d+)\]|\.?\*|\[\*\]|\["([^"]+)"\]""")
 
@@ -58,9 +59,22 @@ def walk(doc: Any, steps: list[str | int | None], trail: tuple[str, ...] = ()) -
 
 
 def _number(v: Any) -> float | None:
-    """A finite number from a JSON value or a text ('1,234.5'); None for anything else (NaN,
-    inf, an int past any float, a bool)."""
-    return finite(v.strip().replace(",", "")) if isinstance(v, str) else number(v)
+    """A number from a JSON value or a text ('1,234.5'), None for anything else. NaN and inf are
+    kept (the command check names them: "not a finite number"), and so is an int past any float,
+    as inf."""
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        try:
+            return float(v)
+        except OverflowError:
+            return math.inf if v > 0 else -math.inf
+    if isinstance(v, str):
+        try:
+            return float(v.strip().replace(",", ""))
+        except ValueError:
+            return None
+    return None
 
 
 def by_regex(text: str, pattern: re.Pattern[str]) -> list[tuple[dict[str, str], float | None, str]]:
