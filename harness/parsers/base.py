@@ -117,12 +117,9 @@ INT_DIGITS = 20  # any 64-bit counter; int() refuses past 4,300 digits, float() 
 
 
 def integer(tok: str, digits: int = INT_DIGITS) -> Optional[int]:
-    """The token as an int: ASCII digits (after a minus sign), at most `digits` of them; else None."""
+    """The token as a count or index: ASCII digits only, at most `digits` of them; else None."""
     t = tok.strip()
-    body = t[1:] if t[:1] == "-" else t
-    if not (0 < len(body) <= digits and body.isascii() and body.isdigit()):
-        return None
-    return int(t)
+    return int(t) if 0 < len(t) <= digits and t.isascii() and t.isdigit() else None
 
 
 def number(value: Any) -> Optional[float]:

@@ -97,14 +97,13 @@ def parse(text: str) -> ParseResult:
             metrics.append(Metric("gpu_burn.ok", 0.0, COUNT, {"gpu": d, "dtype": dtype}))
             continue
         lab: dict[str, str | int] = {"gpu": d, "dtype": dtype}
-        read = [number(r.get(k, 0)) for k in ("iterations", "errors", "mem_errors", "tflops")]
-        if any(v is None for v in read) or not all(isinstance(r.get(k, 0), int)
-                                                   for k in ("iterations", "errors", "mem_errors")):
+        counts = [r.get(k, 0) for k in ("iterations", "errors", "mem_errors")]
+        tflops = number(r.get("tflops", 0.0))
+        if tflops is None or not all(type(c) is int and number(c) is not None for c in counts):
             problems.append(f"GPU {d}: its result holds a count or rate that is not a finite number")
             metrics.append(Metric("gpu_burn.ok", 0.0, COUNT, lab))
             continue
-        iterations, errors, mem_errors = (int(r.get(k, 0)) for k in ("iterations", "errors", "mem_errors"))
-        tflops = number(r.get("tflops", 0.0)) or 0.0
+        iterations, errors, mem_errors = counts
         verified = int(number(r.get("verified", max(0, iterations - 1))) or 0)
         if verified < 1:
             problems.append(f"GPU {d}: {iterations} multiply(ies), none verified: nothing was compared")

@@ -46,7 +46,7 @@ def port_metrics(device: str, port: str, info: dict[str, str]) -> list[Metric]:
         except ValueError:
             pass
     mtu = integer(info.get("active_mtu", "").split(" ")[0])
-    if mtu is not None and mtu >= 0:
+    if mtu is not None:
         out.append(Metric("ib.active_mtu", float(mtu), BYTES, labels))
     return out
 

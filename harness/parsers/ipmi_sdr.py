@@ -268,8 +268,8 @@ def _psu_of(row: SensorRow) -> Optional[str]:
     if n is not None:
         return f"PSU{n}"
     entity_id, _, instance = row.entity.partition(".")
-    if entity_id == "10" and (n := integer(instance, 9)) is not None and n >= 0 \
-            and row.unit in ("", "discrete", "Watts"):
+    n = integer(instance, 9)
+    if entity_id == "10" and n is not None and row.unit in ("", "discrete", "Watts"):
         return f"PSU{n}"
     return None
 

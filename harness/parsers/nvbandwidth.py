@@ -82,10 +82,10 @@ def parse(text: str) -> ParseResult:
                 continue
             toks = s.split()
             ids = [integer(t, 9) for t in toks]  # a GPU index of 10 digits is not one
-            if not mat.columns and all(i is not None and i >= 0 for i in ids):
+            if not mat.columns and all(i is not None for i in ids):
                 mat.columns = [i for i in ids if i is not None]
                 continue
-            if mat.columns and ids[0] is not None and ids[0] >= 0:
+            if mat.columns and ids[0] is not None:
                 mat.rows.append((ids[0], [_cell(t) for t in toks[1:]]))
                 continue
             mat.closed = True  # anything else ends the matrix; fall through to read the line

@@ -62,7 +62,7 @@ def parse(text: str) -> ParseResult:
             continue
         cells = dict(zip(header, (c.strip() for c in row), strict=True))
         index = integer(cells.get("index", ""), 9)
-        gpu = index if index is not None and index >= 0 else n - 1  # as a GPU with no index column
+        gpu = index if index is not None else n - 1  # as a GPU with no index column
         if cells.get("name"):
             names[gpu] = cells["name"]
         metrics.extend(_row_metrics(cells, gpu))

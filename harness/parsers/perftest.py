@@ -92,7 +92,7 @@ def _labels(name: Optional[str], fields: dict[str, str]) -> dict[str, str | int]
     if fields.get("Device"):
         labels["device"] = fields["Device"]
     qps = integer(fields.get("Number of qps", ""), 9)
-    if qps is not None and qps >= 0:
+    if qps is not None:
         labels["qps"] = qps
     return labels
 
@@ -101,7 +101,7 @@ def _row(line: str, bw_unit: Optional[str], lat_cols: list[str],
          labels: dict[str, str | int]) -> list[Metric]:
     toks = line.split()
     size = integer(toks[0]) if len(toks) >= 3 else None
-    if size is None or size < 0 or integer(toks[1]) is None or toks[1].startswith("-"):
+    if size is None or integer(toks[1]) is None:
         return []  # not a result row (a size or count of more than 20 digits is none)
     values = [finite(t) for t in toks[2:]]
     if any(v is None for v in values):
